@@ -1,0 +1,191 @@
+package cmd
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/repo"
+)
+
+func newDiffCmd(g *globals) *cobra.Command {
+	var stat, nameStatus, asJSON bool
+	var dir string
+	c := &cobra.Command{
+		Use:   "diff [REV [REV2]] [--stat|--name-status] [-- PATH...]",
+		Short: "show changes between commits",
+		Long: `diff shows what changed: with no revision, what HEAD changed against its
+parent; with one, from REV to HEAD; with two, from REV to REV2. Paths are
+relative to the home root (/home/agent), e.g. ws/main.go. Unchanged
+subtrees are skipped by id without being read.`,
+		Example: `  art diff                      # what the last session changed
+  art diff main attempt-1
+  art diff HEAD~3 HEAD --stat
+  art diff a b --name-status -- ws/src
+  art diff a b --stat --json`,
+		RunE: func(c *cobra.Command, args []string) error {
+			revs, paths := args, []string(nil)
+			if dash := c.ArgsLenAtDash(); dash >= 0 {
+				revs, paths = args[:dash], args[dash:]
+			}
+			if len(revs) > 2 {
+				return usageErr("diff takes at most two revisions, got %d (put paths after --)", len(revs))
+			}
+			r, err := g.openRepo(dir)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			var from, to objects.ID
+			switch len(revs) {
+			case 0:
+				if to, err = r.Resolve("HEAD"); err != nil {
+					return err
+				}
+				cm, err := r.LoadCommit(to)
+				if err != nil {
+					return err
+				}
+				if len(cm.Parents) > 0 {
+					from = cm.Parents[0]
+				}
+			case 1:
+				if from, err = r.Resolve(revs[0]); err != nil {
+					return err
+				}
+				if to, err = r.Resolve("HEAD"); err != nil {
+					return err
+				}
+			case 2:
+				if from, err = r.Resolve(revs[0]); err != nil {
+					return err
+				}
+				if to, err = r.Resolve(revs[1]); err != nil {
+					return err
+				}
+			}
+			var fromTree, toTree objects.ID
+			if !from.IsZero() {
+				fc, err := r.LoadCommit(from)
+				if err != nil {
+					return err
+				}
+				fromTree = fc.Tree
+			}
+			tc, err := r.LoadCommit(to)
+			if err != nil {
+				return err
+			}
+			toTree = tc.Tree
+			changes, err := r.DiffTrees(fromTree, toTree, paths)
+			if err != nil {
+				return err
+			}
+			pal := palette{colorOn(g.stdout)}
+			switch {
+			case asJSON && !stat && !nameStatus:
+				return usageErr("--json goes with --stat or --name-status")
+			case asJSON:
+				return printStatJSON(g, r, changes)
+			case nameStatus:
+				for _, ch := range changes {
+					fmt.Fprintf(g.stdout, "%s\t%s\n", ch.Status(), ch.Path)
+				}
+				return nil
+			case stat:
+				return printStat(g, r, changes, pal)
+			}
+			return printPatches(g, r, changes, pal)
+		},
+	}
+	c.Flags().BoolVar(&stat, "stat", false, "changed paths with line counts")
+	c.Flags().BoolVar(&nameStatus, "name-status", false, "changed paths with A/M/D/T")
+	c.Flags().BoolVar(&asJSON, "json", false, "machine-readable output (with --stat or --name-status)")
+	c.Flags().StringVarP(&dir, "mount", "m", ".", "workspace directory (for repository discovery)")
+	return c
+}
+
+func printPatches(g *globals, r *repo.Repo, changes []repo.Change, pal palette) error {
+	for _, ch := range changes {
+		p, err := r.MakePatch(ch)
+		if err != nil {
+			return fmt.Errorf("diff %s: %w", ch.Path, err)
+		}
+		for _, h := range p.Header {
+			fmt.Fprintln(g.stdout, pal.bold(h))
+		}
+		for _, h := range p.Hunks {
+			for _, l := range strings.SplitAfter(h, "\n") {
+				if l == "" {
+					continue
+				}
+				switch l[0] {
+				case '@':
+					fmt.Fprint(g.stdout, pal.cyan(strings.TrimSuffix(l, "\n"))+"\n")
+				case '+':
+					fmt.Fprint(g.stdout, pal.green(strings.TrimSuffix(l, "\n"))+"\n")
+				case '-':
+					fmt.Fprint(g.stdout, pal.red(strings.TrimSuffix(l, "\n"))+"\n")
+				default:
+					fmt.Fprint(g.stdout, l)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+type statJSON struct {
+	Path    string `json:"path"`
+	Status  string `json:"status"`
+	Added   int    `json:"added"`
+	Deleted int    `json:"deleted"`
+	Binary  bool   `json:"binary"`
+}
+
+func statsOf(r *repo.Repo, changes []repo.Change) ([]statJSON, error) {
+	out := []statJSON{}
+	for _, ch := range changes {
+		p, err := r.MakePatch(ch)
+		if err != nil {
+			return nil, fmt.Errorf("diff %s: %w", ch.Path, err)
+		}
+		out = append(out, statJSON{Path: ch.Path, Status: ch.Status(), Added: p.Stat.Added, Deleted: p.Stat.Deleted, Binary: p.Binary})
+	}
+	return out, nil
+}
+
+func printStatJSON(g *globals, r *repo.Repo, changes []repo.Change) error {
+	st, err := statsOf(r, changes)
+	if err != nil {
+		return err
+	}
+	return writeJSON(g.stdout, st)
+}
+
+func printStat(g *globals, r *repo.Repo, changes []repo.Change, pal palette) error {
+	st, err := statsOf(r, changes)
+	if err != nil {
+		return err
+	}
+	width := 0
+	for _, s := range st {
+		width = max(width, len(s.Path))
+	}
+	width = min(width, 60)
+	add, del := 0, 0
+	for _, s := range st {
+		add += s.Added
+		del += s.Deleted
+		if s.Binary {
+			fmt.Fprintf(g.stdout, " %-*s | Bin\n", width, s.Path)
+			continue
+		}
+		bar := pal.green(strings.Repeat("+", min(s.Added, 40))) + pal.red(strings.Repeat("-", min(s.Deleted, 40)))
+		fmt.Fprintf(g.stdout, " %-*s | %5d %s\n", width, s.Path, s.Added+s.Deleted, bar)
+	}
+	fmt.Fprintf(g.stdout, " %d files changed, %d insertions(+), %d deletions(-)\n", len(st), add, del)
+	return nil
+}

@@ -1,0 +1,70 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newGCCmd(g *globals) *cobra.Command {
+	var dir string
+	c := &cobra.Command{
+		Use:   "gc",
+		Short: "delete objects no branch, HEAD or worktree reaches",
+		Example: `  art branch -d old-attempt && art gc`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			r, err := g.openRepo(dir)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			res, err := r.GC(extraRoots(r))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "removed %d commits, %d trees, %d files, %d chunks; %s freed\n",
+				res.Commits, res.Trees, res.Files, res.Chunks, humanBytes(res.BytesFreed))
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&dir, "mount", "m", ".", "workspace directory (for repository discovery)")
+	return c
+}
+
+func newFsckCmd(g *globals) *cobra.Command {
+	var dir string
+	c := &cobra.Command{
+		Use:   "fsck",
+		Short: "re-hash every object and check every reference",
+		Long: `fsck reads the whole repository: SQLite's own structure, every chunk, file,
+tree and commit (re-hashed against its id), and every reference between
+them, from branches, HEAD and worktrees. It changes nothing. Exit status 1
+when anything is wrong; each problem names the damaged object.`,
+		Example: `  art fsck`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			r, err := g.openRepo(dir)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			res, err := r.Fsck(nil)
+			if err != nil {
+				return err
+			}
+			for _, p := range res.Problems {
+				fmt.Fprintln(g.stdout, p)
+			}
+			fmt.Fprintf(g.stdout, "checked %d chunks, %d files, %d trees, %d commits, %d branches; %s re-hashed\n",
+				res.Chunks, res.Files, res.Trees, res.Commits, res.Refs, humanBytes(res.Bytes))
+			if len(res.Problems) > 0 {
+				return withCode(exitError, fmt.Errorf("%d problem(s) found", len(res.Problems)))
+			}
+			fmt.Fprintln(g.stdout, "no problems found")
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&dir, "mount", "m", ".", "workspace directory (for repository discovery)")
+	return c
+}

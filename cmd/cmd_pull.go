@@ -1,0 +1,60 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artproject/art/repo"
+)
+
+func newPullCmd(g *globals) *cobra.Command {
+	var dir, rev string
+	var force, quiet bool
+	c := &cobra.Command{
+		Use:   "pull [-m DIR] [--commit REV] [--force]",
+		Short: "make the host workspace DIR match a commit",
+		Long: `pull writes /<basename of DIR>/ of REV (default: HEAD) into DIR: it creates,
+updates and deletes files, and restores modes, symlinks and times. Each file
+is written atomically (temporary file, then rename). pull never writes
+through a symlink or outside DIR.
+
+A host path that changed since the last push or pull is a conflict: nothing
+is changed, the conflicts are listed, and --force overrides. Host files the
+repository never held are left alone.`,
+		Example: `  art pull -m ~/src/app                   # the current branch
+  art pull -m ~/src/app --commit attempt-2
+  art pull -m /tmp/export --commit 1a2b3c4d`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			abs, err := repo.CheckPullTarget(dir)
+			if err != nil {
+				return err
+			}
+			r, err := g.openRepo(abs)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			id, err := r.Resolve(rev)
+			if err != nil {
+				return err
+			}
+			opts := repo.PullOptions{Dir: abs, Commit: id, Force: force}
+			if !quiet {
+				opts.Report = func(line string) { fmt.Fprintln(g.stdout, line) }
+			}
+			res, err := r.Pull(opts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "pulled %s into %s: %d created, %d updated, %d deleted\n", id.Short(), abs, res.Created, res.Updated, res.Deleted)
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&dir, "mount", "m", ".", "host workspace directory")
+	c.Flags().StringVar(&rev, "commit", "HEAD", "revision to pull")
+	c.Flags().BoolVar(&force, "force", false, "overwrite host changes")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the summary")
+	return c
+}

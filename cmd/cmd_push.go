@@ -1,0 +1,67 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artproject/art/repo"
+)
+
+func newPushCmd(g *globals) *cobra.Command {
+	var dir, branch, msg string
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "push [-m DIR] [-b BRANCH] [-M MSG]",
+		Short: "record the host workspace DIR as a new commit",
+		Long: `push snapshots the host directory DIR into /<basename of DIR>/ of a new
+commit on the branch (default: the current one); the rest of the home tree
+is kept from the parent commit. Files whose size, times, inode and mode match
+the last push are not read again. Symlinks are stored as links, .art/ and
+paths matched by DIR/.artignore (gitignore syntax) are left out, and so are
+the repository file and its -wal/-shm companions. Sockets and devices are
+skipped with a warning; an unreadable file aborts the push (nothing is
+committed).
+
+Each entry that changed since the last push or pull is listed as
+FILE /ws/path (SIZE bytes, ID), DIR /ws/path or LINK /ws/path -> TARGET.`,
+		Example: `  art push -m ~/src/app
+  art push -m . -b experiment -M "before refactor"
+  art push -q`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			abs, err := repo.CheckWorkspaceDir(dir)
+			if err != nil {
+				return err
+			}
+			r, err := g.openRepo(abs)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			bar := newProgress(g.stderr)
+			opts := repo.PushOptions{
+				Dir: abs, Branch: branch, Message: msg,
+				Warn:     func(s string) { fmt.Fprintln(g.stderr, "art: warning:", s) },
+				Progress: func(done, total int64) { bar.update("hashing", done, total) },
+			}
+			if !quiet {
+				opts.Report = func(line string) { fmt.Fprintln(g.stdout, line) }
+			}
+			res, err := r.Push(c.Context(), opts)
+			bar.done()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "[%s %s] %d files, %d dirs, %d links; %d read, %d new objects, %s stored in %s\n",
+				res.Branch, res.Commit.Short(), res.Files, res.Dirs, res.Links, res.Hashed, res.NewObjects,
+				humanBytes(res.NewBytes), res.Duration.Round(1e6))
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&dir, "mount", "m", ".", "host workspace directory")
+	c.Flags().StringVarP(&branch, "branch", "b", "", "branch to commit on (created from HEAD if missing)")
+	c.Flags().StringVarP(&msg, "message", "M", "", "commit message (default \"push <workspace>\")")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the summary")
+	return c
+}

@@ -1,0 +1,101 @@
+package cmd
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artproject/art/objects"
+)
+
+func fmtRFC(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
+
+func newShowCmd(g *globals) *cobra.Command {
+	var stat, asJSON bool
+	var dir string
+	c := &cobra.Command{
+		Use:   "show [REV] [--stat] [--json]",
+		Short: "show a commit: its metadata, session and changes",
+		Example: `  art show
+  art show HEAD~1 --stat
+  art show attempt-1 --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			r, err := g.openRepo(dir)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			rev := "HEAD"
+			if len(args) == 1 {
+				rev = args[0]
+			}
+			id, err := r.Resolve(rev)
+			if err != nil {
+				return err
+			}
+			cm, err := r.LoadCommit(id)
+			if err != nil {
+				return err
+			}
+			deco, err := r.Decorations()
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				j, err := toJSON(r, id, cm, deco[id])
+				if err != nil {
+					return err
+				}
+				return writeJSON(g.stdout, j)
+			}
+			pal := palette{colorOn(g.stdout)}
+			refs := ""
+			if d := deco[id]; len(d) > 0 {
+				refs = " " + pal.yellow("("+strings.Join(d, ", ")+")")
+			}
+			fmt.Fprintf(g.stdout, "%s%s\n", pal.yellow("commit "+id.String()), refs)
+			printCommitHeader(g, r, cm)
+			if s := cm.Session; s != nil {
+				if len(s.Argv) > 0 {
+					fmt.Fprintf(g.stdout, "\n    argv:      %q\n", s.Argv)
+				}
+				if s.Start > 0 {
+					fmt.Fprintf(g.stdout, "    started:   %s\n    ended:     %s\n", fmtTime(s.Start), fmtTime(s.End))
+				}
+				if s.Version != "" {
+					fmt.Fprintf(g.stdout, "    art:       %s\n", s.Version)
+				}
+				if len(s.Policy) > 0 {
+					fmt.Fprintf(g.stdout, "    policy:    %s\n", s.Policy)
+				}
+				if s.TraceID != nil {
+					fmt.Fprintf(g.stdout, "    trace:     %s\n", s.TraceID.Short())
+				}
+			}
+			fmt.Fprintln(g.stdout)
+			var parentTree objects.ID
+			if len(cm.Parents) > 0 {
+				pc, err := r.LoadCommit(cm.Parents[0])
+				if err != nil {
+					return err
+				}
+				parentTree = pc.Tree
+			}
+			changes, err := r.DiffTrees(parentTree, cm.Tree, nil)
+			if err != nil {
+				return err
+			}
+			if stat {
+				return printStat(g, r, changes, pal)
+			}
+			return printPatches(g, r, changes, pal)
+		},
+	}
+	c.Flags().BoolVar(&stat, "stat", false, "changed paths with line counts instead of the patch")
+	c.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	c.Flags().StringVarP(&dir, "mount", "m", ".", "workspace directory (for repository discovery)")
+	return c
+}

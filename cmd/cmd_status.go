@@ -1,0 +1,101 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artproject/art/repo"
+)
+
+func newStatusCmd(g *globals) *cobra.Command {
+	var dir string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status [-m DIR] [--json]",
+		Short: "current branch and commit, host drift, worktrees",
+		Long: `status prints the current branch and commit, how the host workspace DIR
+changed since the last push or pull (added, modified, deleted paths), and
+the worktrees of live or interrupted sessions.`,
+		Example: `  art status
+  art status -m ~/src/app --json`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			abs, err := repo.CheckWorkspaceDir(dir)
+			if err != nil {
+				return err
+			}
+			r, err := g.openRepo(abs)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			h, err := r.Head()
+			if err != nil {
+				return err
+			}
+			drift, err := r.HostDrift(abs)
+			if err != nil {
+				return err
+			}
+			wts, err := listWorktrees(r)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				type out struct {
+					Branch    string         `json:"branch"`
+					Commit    string         `json:"commit,omitempty"`
+					Workspace string         `json:"workspace"`
+					Synced    bool           `json:"synced"`
+					Added     []string       `json:"added"`
+					Modified  []string       `json:"modified"`
+					Deleted   []string       `json:"deleted"`
+					Worktrees []worktreeJSON `json:"worktrees"`
+				}
+				o := out{Branch: h.Branch, Workspace: abs, Synced: drift.Synced, Added: nz(drift.Added), Modified: nz(drift.Modified), Deleted: nz(drift.Deleted), Worktrees: wts}
+				if !h.Commit.IsZero() {
+					o.Commit = h.Commit.String()
+				}
+				return writeJSON(g.stdout, o)
+			}
+			switch {
+			case h.Detached():
+				fmt.Fprintf(g.stdout, "HEAD detached at %s\n", h.Commit.Short())
+			case h.Commit.IsZero():
+				fmt.Fprintf(g.stdout, "On branch %s (no commits yet)\n", h.Branch)
+			default:
+				fmt.Fprintf(g.stdout, "On branch %s at %s\n", h.Branch, h.Commit.Short())
+			}
+			if !drift.Synced {
+				fmt.Fprintf(g.stdout, "Workspace %s was never pushed or pulled (record it with 'art push -m %s').\n", abs, abs)
+			} else if drift.Clean() {
+				fmt.Fprintf(g.stdout, "Workspace %s matches the last push/pull (%s).\n", abs, drift.Commit.Short())
+			} else {
+				fmt.Fprintf(g.stdout, "Workspace %s changed since the last push/pull (%s); record it with 'art push':\n", abs, drift.Commit.Short())
+				pal := palette{colorOn(g.stdout)}
+				for _, p := range drift.Added {
+					fmt.Fprintln(g.stdout, pal.green("  added:    "+p))
+				}
+				for _, p := range drift.Modified {
+					fmt.Fprintln(g.stdout, pal.yellow("  modified: "+p))
+				}
+				for _, p := range drift.Deleted {
+					fmt.Fprintln(g.stdout, pal.red("  deleted:  "+p))
+				}
+			}
+			printWorktrees(g, wts)
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&dir, "mount", "m", ".", "host workspace directory")
+	c.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	return c
+}
+
+func nz(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

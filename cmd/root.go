@@ -1,0 +1,151 @@
+// Package cmd holds the cobra command tree: flag parsing, output and exit
+// codes. It holds no storage or filesystem logic; that lives in repo/,
+// overlay/, fuse/, sandbox/ and tracer/.
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artproject/art/repo"
+)
+
+// Exit codes of commands other than run (run exits with the agent's status).
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+	// exitArt is what `art run` returns when art itself fails.
+	exitArt = 125
+)
+
+// exitError carries a specific exit status through cobra.
+type codeError struct {
+	code int
+	err  error
+}
+
+func (e *codeError) Error() string {
+	if e.err == nil {
+		return ""
+	}
+	return e.err.Error()
+}
+func (e *codeError) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &codeError{code: code, err: err}
+}
+
+func usageErr(format string, args ...any) error {
+	return withCode(exitUsage, fmt.Errorf(format, args...))
+}
+
+// globals are the options every command shares.
+type globals struct {
+	db     string
+	stdout io.Writer
+	stderr io.Writer
+	stdin  io.Reader
+}
+
+// Execute runs the command tree and exits with its status.
+func Execute() {
+	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// Main runs art with the given arguments and returns the exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout, stderr: stderr, stdin: stdin}
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetIn(stdin)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ce *codeError
+	if errors.As(err, &ce) {
+		if ce.err != nil && ce.err.Error() != "" {
+			fmt.Fprintln(stderr, "art:", ce.err)
+		}
+		return ce.code
+	}
+	fmt.Fprintln(stderr, "art:", err)
+	if isFlagError(err) {
+		return exitUsage
+	}
+	return exitError
+}
+
+func isFlagError(err error) bool {
+	var fe *flagError
+	return errors.As(err, &fe)
+}
+
+type flagError struct{ err error }
+
+func (e *flagError) Error() string { return e.err.Error() + " (see 'art --help')" }
+func (e *flagError) Unwrap() error { return e.err }
+
+func newRootCmd(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "art",
+		Short: "a sandbox for AI agents with a versioned home",
+		Long: `art runs an AI agent inside a bubblewrap sandbox whose home, /home/agent, is
+a copy-on-write filesystem backed by one SQLite repository. Every session is
+recorded as a commit: read what the agent did (art log, art diff), fork
+attempts (art branch, art run -b) and export the state you choose
+(art pull --commit).
+
+Repository: -d FILE, else $ART_DB, else .art/art.db found from the workspace
+directory upward (art init creates it).
+
+Exit status: 0 ok, 1 error, 2 usage error. art run exits with the command's
+own status (128+signal when killed, 124 on --timeout, 125 when art fails,
+126/127 when the command cannot run or is not found).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       repo.Version,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &flagError{err} })
+	for _, c := range []*cobra.Command{
+		newInitCmd(g), newPushCmd(g), newPullCmd(g), newLogCmd(g), newShowCmd(g),
+		newDiffCmd(g), newBranchCmd(g), newCheckoutCmd(g), newStatusCmd(g),
+		newGCCmd(g), newFsckCmd(g),
+	} {
+		// -d is --db everywhere except 'art branch', where it deletes (as in git).
+		short := "d"
+		if c.Flags().ShorthandLookup("d") != nil {
+			short = ""
+		}
+		c.Flags().StringVarP(&g.db, "db", short, "", "repository file (default $ART_DB, else .art/art.db above the workspace)")
+		root.AddCommand(c)
+	}
+	return root
+}
+
+// openRepo discovers and opens the repository for a workspace directory.
+func (g *globals) openRepo(workspace string) (*repo.Repo, error) {
+	if workspace == "" {
+		workspace = "."
+	}
+	path, err := repo.Discover(g.db, workspace)
+	if err != nil {
+		return nil, err
+	}
+	r, err := repo.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}

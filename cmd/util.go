@@ -1,0 +1,123 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/artproject/art/objects"
+)
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// colorOn reports whether to colour output: a terminal and no NO_COLOR.
+func colorOn(w io.Writer) bool {
+	_, noColor := os.LookupEnv("NO_COLOR")
+	return !noColor && isTerminal(w)
+}
+
+type palette struct{ on bool }
+
+func (p palette) wrap(code, s string) string {
+	if !p.on {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+func (p palette) yellow(s string) string { return p.wrap("33", s) }
+func (p palette) green(s string) string  { return p.wrap("32", s) }
+func (p palette) red(s string) string    { return p.wrap("31", s) }
+func (p palette) cyan(s string) string   { return p.wrap("36", s) }
+func (p palette) bold(s string) string   { return p.wrap("1", s) }
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func fmtTime(ns int64) string {
+	return time.Unix(0, ns).Local().Format("Mon Jan 2 15:04:05 2006 -0700")
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+// sessionSummary is the one-line description of how a commit was made.
+func sessionSummary(s *objects.Session) string {
+	if s == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(s.Mode)
+	if len(s.Argv) > 0 {
+		fmt.Fprintf(&b, " %q", s.Argv)
+	}
+	switch s.Status {
+	case "":
+	case "exited":
+		fmt.Fprintf(&b, ", exit %d", s.ExitCode)
+	case "signaled":
+		fmt.Fprintf(&b, ", killed by %s", s.Signal)
+	default:
+		fmt.Fprintf(&b, ", %s", s.Status)
+		if s.ExitCode != 0 {
+			fmt.Fprintf(&b, " (exit %d)", s.ExitCode)
+		}
+	}
+	if s.End > s.Start && s.Start > 0 {
+		fmt.Fprintf(&b, ", %s", time.Duration(s.End-s.Start).Round(time.Millisecond))
+	}
+	return b.String()
+}
+
+// progressBar draws a one-line progress bar on a terminal.
+type progressBar struct {
+	w    io.Writer
+	last time.Time
+	on   bool
+}
+
+func newProgress(w io.Writer) *progressBar { return &progressBar{w: w, on: isTerminal(w)} }
+
+func (p *progressBar) update(label string, done, total int64) {
+	if !p.on || time.Since(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	pct := 100.0
+	if total > 0 {
+		pct = float64(done) * 100 / float64(total)
+	}
+	n := int(pct / 5)
+	fmt.Fprintf(p.w, "\r%s [%-20s] %5.1f%% %s/%s", label, strings.Repeat("#", n), pct, humanBytes(done), humanBytes(total))
+}
+
+func (p *progressBar) done() {
+	if p.on && !p.last.IsZero() {
+		fmt.Fprint(p.w, "\r\x1b[K")
+	}
+}

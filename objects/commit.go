@@ -1,0 +1,94 @@
+package objects
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Commit records one state of the whole home tree.
+type Commit struct {
+	Tree    ID       `json:"tree"`
+	Parents []ID     `json:"parents"`
+	Time    int64    `json:"time"` // ns since the Unix epoch
+	Author  string   `json:"author"`
+	Message string   `json:"message"`
+	Session *Session `json:"session,omitempty"`
+}
+
+// Session describes how a commit was made: by a sandboxed run, a mount, or
+// a push from the host.
+type Session struct {
+	Mode      string   `json:"mode"` // "push", "run", "direct", "mount", "commit"
+	Argv      []string `json:"argv,omitempty"`
+	Workspace string   `json:"workspace,omitempty"`
+	// Status is "exited", "signaled", "timed out" or "interrupted".
+	Status   string `json:"status,omitempty"`
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	Start    int64  `json:"start,omitempty"` // ns since the Unix epoch
+	End      int64  `json:"end,omitempty"`
+	Version  string `json:"version,omitempty"`
+	TraceID  *ID    `json:"trace,omitempty"`
+	// Policy is the path policy in force, as the policy package prints it.
+	Policy json.RawMessage `json:"policy,omitempty"`
+}
+
+const commitMagic = "artcommit\x01\n"
+
+// Encode returns the canonical encoding of c: a magic line followed by
+// compact JSON with fields in declaration order.
+func (c *Commit) Encode() ([]byte, error) {
+	if c.Parents == nil {
+		c.Parents = []ID{}
+	}
+	if c.Session != nil && c.Session.Policy != nil {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, c.Session.Policy); err != nil {
+			return nil, fmt.Errorf("encode commit policy: %w", err)
+		}
+		c.Session.Policy = buf.Bytes()
+	}
+	j, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode commit: %w", err)
+	}
+	return append([]byte(commitMagic), j...), nil
+}
+
+// EncodeCommit encodes c and returns the encoding with its id.
+func EncodeCommit(c *Commit) ([]byte, ID, error) {
+	b, err := c.Encode()
+	if err != nil {
+		return nil, Zero, err
+	}
+	return b, Hash(b), nil
+}
+
+// DecodeCommit parses a canonical commit encoding.
+func DecodeCommit(data []byte) (*Commit, error) {
+	if !bytes.HasPrefix(data, []byte(commitMagic)) {
+		return nil, fmt.Errorf("decode commit: %w: bad magic", ErrCorrupt)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data[len(commitMagic):]))
+	dec.DisallowUnknownFields()
+	var c Commit
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("decode commit: %w: %v", ErrCorrupt, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("decode commit: %w: trailing data", ErrCorrupt)
+	}
+	if c.Tree.IsZero() {
+		return nil, fmt.Errorf("decode commit: %w: no tree", ErrCorrupt)
+	}
+	again, err := c.Encode()
+	if err != nil || !bytes.Equal(again, data) {
+		return nil, fmt.Errorf("decode commit: %w", ErrNotCanonical)
+	}
+	return &c, nil
+}
+
+// ErrNotFound is returned by loaders for ids they do not hold.
+var ErrNotFound = errors.New("object not found")

@@ -1,0 +1,363 @@
+package repo
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/sergi/go-diff/diffmatchpatch"
+
+	"github.com/artproject/art/objects"
+)
+
+// Change is one path that differs between two trees. Old is nil for an
+// added path, New for a deleted one.
+type Change struct {
+	Path string // slash-separated, relative to the home root
+	Old  *objects.Entry
+	New  *objects.Entry
+}
+
+// Status letter as git's --name-status prints it.
+func (c Change) Status() string {
+	switch {
+	case c.Old == nil:
+		return "A"
+	case c.New == nil:
+		return "D"
+	case c.Old.Type != c.New.Type:
+		return "T"
+	}
+	return "M"
+}
+
+func sameEntry(a, b *objects.Entry) bool {
+	if a.Type != b.Type || a.Mode != b.Mode || a.ID != b.ID || a.Size != b.Size || a.Target != b.Target || len(a.Xattrs) != len(b.Xattrs) {
+		return false
+	}
+	for i := range a.Xattrs {
+		if a.Xattrs[i].Name != b.Xattrs[i].Name || !bytes.Equal(a.Xattrs[i].Value, b.Xattrs[i].Value) {
+			return false
+		}
+	}
+	return true
+}
+
+// pathFilter limits a diff to some paths; empty means everything.
+type pathFilter []string
+
+func (f pathFilter) wants(p string) bool {
+	if len(f) == 0 {
+		return true
+	}
+	for _, x := range f {
+		if p == x || strings.HasPrefix(p, x+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// descend reports whether a directory may contain wanted paths.
+func (f pathFilter) descend(dir string) bool {
+	if len(f) == 0 || dir == "" {
+		return true
+	}
+	for _, x := range f {
+		if x == dir || strings.HasPrefix(x, dir+"/") || strings.HasPrefix(dir, x+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// DiffTrees lists the changes from tree a to tree b. Subtrees with equal
+// ids are skipped without being read, so the cost follows the change.
+// paths, if given, restrict the result to those paths and what is below.
+func (r *Repo) DiffTrees(a, b objects.ID, paths []string) ([]Change, error) {
+	var f pathFilter
+	for _, p := range paths {
+		p = strings.Trim(p, "/")
+		if p != "" {
+			f = append(f, p)
+		}
+	}
+	var out []Change
+	err := r.diffDir("", a, b, f, &out)
+	return out, err
+}
+
+func (r *Repo) diffDir(dir string, a, b objects.ID, f pathFilter, out *[]Change) error {
+	if a == b || !f.descend(dir) {
+		return nil
+	}
+	var ta, tb *objects.Tree
+	var err error
+	empty := &objects.Tree{}
+	ta, tb = empty, empty
+	if !a.IsZero() {
+		if ta, err = r.LoadTree(a); err != nil {
+			return err
+		}
+	}
+	if !b.IsZero() {
+		if tb, err = r.LoadTree(b); err != nil {
+			return err
+		}
+	}
+	i, j := 0, 0
+	for i < len(ta.Entries) || j < len(tb.Entries) {
+		var ea, eb *objects.Entry
+		switch {
+		case j >= len(tb.Entries) || i < len(ta.Entries) && ta.Entries[i].Name < tb.Entries[j].Name:
+			ea = &ta.Entries[i]
+			i++
+		case i >= len(ta.Entries) || tb.Entries[j].Name < ta.Entries[i].Name:
+			eb = &tb.Entries[j]
+			j++
+		default:
+			ea, eb = &ta.Entries[i], &tb.Entries[j]
+			i++
+			j++
+		}
+		name := ""
+		if ea != nil {
+			name = ea.Name
+		} else {
+			name = eb.Name
+		}
+		p := joinRel(dir, name)
+		if ea != nil && eb != nil && sameEntry(ea, eb) {
+			continue
+		}
+		aDir := ea != nil && ea.Type == objects.TypeDir
+		bDir := eb != nil && eb.Type == objects.TypeDir
+		if aDir || bDir {
+			var sa, sb objects.ID
+			if aDir {
+				sa = ea.ID
+			}
+			if bDir {
+				sb = eb.ID
+			}
+			// A non-directory on the other side is its own change.
+			if ea != nil && !aDir && f.wants(p) {
+				*out = append(*out, Change{Path: p, Old: ea})
+			}
+			if err := r.diffDir(p, sa, sb, f, out); err != nil {
+				return err
+			}
+			if eb != nil && !bDir && f.wants(p) {
+				*out = append(*out, Change{Path: p, New: eb})
+			}
+			continue
+		}
+		if f.wants(p) {
+			*out = append(*out, Change{Path: p, Old: ea, New: eb})
+		}
+	}
+	return nil
+}
+
+// DiffStat counts lines added and deleted in a change; binary is true
+// when either side is not text.
+type DiffStat struct {
+	Added, Deleted int
+	Binary         bool
+}
+
+// MaxDiffSize is the largest file content diffed line by line.
+const MaxDiffSize = 16 << 20
+
+// IsBinary reports whether content looks binary (a NUL byte early on).
+func IsBinary(b []byte) bool {
+	if len(b) > 8000 {
+		b = b[:8000]
+	}
+	return bytes.IndexByte(b, 0) >= 0
+}
+
+// Content returns the bytes a change side holds for diffing: file content
+// or a symlink target; nil for absent entries and directories.
+func (r *Repo) Content(e *objects.Entry) ([]byte, error) {
+	if e == nil {
+		return nil, nil
+	}
+	switch e.Type {
+	case objects.TypeFile:
+		if e.Size > MaxDiffSize {
+			return nil, nil
+		}
+		return r.ReadFile(e.ID, int64(e.Size))
+	case objects.TypeSymlink:
+		return []byte(e.Target), nil
+	}
+	return nil, nil
+}
+
+// Patch is the unified diff of one change.
+type Patch struct {
+	Change
+	Header []string // git-style header lines
+	Hunks  []string // "@@ ... @@" followed by lines starting with ' ', '+', '-'
+	Binary bool
+	Stat   DiffStat
+}
+
+// MakePatch computes the unified diff of a change with 3 lines of context.
+func (r *Repo) MakePatch(c Change) (*Patch, error) {
+	p := &Patch{Change: c}
+	h := func(format string, args ...any) { p.Header = append(p.Header, fmt.Sprintf(format, args...)) }
+	h("diff --art a/%s b/%s", c.Path, c.Path)
+	mode := func(e *objects.Entry) string {
+		switch e.Type {
+		case objects.TypeSymlink:
+			return "120000"
+		case objects.TypeDir:
+			return "040000"
+		case objects.TypeFifo:
+			return fmt.Sprintf("01%04o", e.Mode)
+		}
+		return fmt.Sprintf("10%04o", e.Mode)
+	}
+	switch {
+	case c.Old == nil:
+		h("new file mode %s", mode(c.New))
+	case c.New == nil:
+		h("deleted file mode %s", mode(c.Old))
+	case mode(c.Old) != mode(c.New):
+		h("old mode %s", mode(c.Old))
+		h("new mode %s", mode(c.New))
+	}
+	if c.Old != nil && c.New != nil && c.Old.ID == c.New.ID && c.Old.Target == c.New.Target {
+		return p, nil // metadata only
+	}
+	oldB, err := r.Content(c.Old)
+	if err != nil {
+		return nil, err
+	}
+	newB, err := r.Content(c.New)
+	if err != nil {
+		return nil, err
+	}
+	large := c.Old != nil && c.Old.Size > MaxDiffSize || c.New != nil && c.New.Size > MaxDiffSize
+	if large || IsBinary(oldB) || IsBinary(newB) {
+		p.Binary = true
+		p.Stat.Binary = true
+		h("Binary files %s and %s differ", side("a", c.Path, c.Old), side("b", c.Path, c.New))
+		return p, nil
+	}
+	h("--- %s", side("a", c.Path, c.Old))
+	h("+++ %s", side("b", c.Path, c.New))
+	p.Hunks, p.Stat = unified(string(oldB), string(newB), 3)
+	return p, nil
+}
+
+func side(prefix, path string, e *objects.Entry) string {
+	if e == nil {
+		return "/dev/null"
+	}
+	return prefix + "/" + path
+}
+
+type diffLine struct {
+	op   byte // ' ', '+', '-'
+	text string
+}
+
+// unified renders line diffs as hunks.
+func unified(a, b string, context int) ([]string, DiffStat) {
+	dmp := diffmatchpatch.New()
+	ca, cb, lines := dmp.DiffLinesToChars(a, b)
+	diffs := dmp.DiffCharsToLines(dmp.DiffMain(ca, cb, false), lines)
+	var all []diffLine
+	var st DiffStat
+	for _, d := range diffs {
+		text := d.Text
+		parts := strings.SplitAfter(text, "\n")
+		if parts[len(parts)-1] == "" {
+			parts = parts[:len(parts)-1]
+		}
+		for _, l := range parts {
+			switch d.Type {
+			case diffmatchpatch.DiffEqual:
+				all = append(all, diffLine{' ', l})
+			case diffmatchpatch.DiffInsert:
+				all = append(all, diffLine{'+', l})
+				st.Added++
+			case diffmatchpatch.DiffDelete:
+				all = append(all, diffLine{'-', l})
+				st.Deleted++
+			}
+		}
+	}
+	var hunks []string
+	i := 0
+	for i < len(all) {
+		for i < len(all) && all[i].op == ' ' {
+			i++
+		}
+		if i >= len(all) {
+			break
+		}
+		start := max(i-context, 0)
+		end := i
+		// Extend while changes are within 2*context of each other.
+		for end < len(all) {
+			if all[end].op != ' ' {
+				end++
+				continue
+			}
+			k := end
+			for k < len(all) && all[k].op == ' ' {
+				k++
+			}
+			if k < len(all) && k-end <= 2*context {
+				end = k
+				continue
+			}
+			end = min(end+context, len(all))
+			break
+		}
+		aStart, bStart := 1, 1
+		for _, l := range all[:start] {
+			if l.op != '+' {
+				aStart++
+			}
+			if l.op != '-' {
+				bStart++
+			}
+		}
+		aN, bN := 0, 0
+		var sb strings.Builder
+		for _, l := range all[start:end] {
+			if l.op != '+' {
+				aN++
+			}
+			if l.op != '-' {
+				bN++
+			}
+			sb.WriteByte(l.op)
+			sb.WriteString(l.text)
+			if !strings.HasSuffix(l.text, "\n") {
+				sb.WriteString("\n\\ No newline at end of file\n")
+			}
+		}
+		if aN == 0 {
+			aStart--
+		}
+		if bN == 0 {
+			bStart--
+		}
+		hunks = append(hunks, fmt.Sprintf("@@ -%s +%s @@\n", rng(aStart, aN), rng(bStart, bN))+sb.String())
+		i = end
+	}
+	return hunks, st
+}
+
+func rng(start, n int) string {
+	if n == 1 {
+		return fmt.Sprint(start)
+	}
+	return fmt.Sprintf("%d,%d", start, n)
+}

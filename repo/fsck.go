@@ -1,0 +1,294 @@
+package repo
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/artproject/art/objects"
+)
+
+// Problem is one defect fsck found.
+type Problem struct {
+	Kind string // "chunk", "file", "tree", "commit", "ref", "head", "worktree", "database"
+	ID   string // object id or name
+	Msg  string
+}
+
+func (p Problem) String() string { return fmt.Sprintf("%s %s: %s", p.Kind, p.ID, p.Msg) }
+
+// FsckResult summarises a check.
+type FsckResult struct {
+	Chunks, Files, Trees, Commits, Refs int
+	Bytes                               int64 // content bytes re-hashed
+	Problems                            []Problem
+}
+
+// Fsck re-hashes every stored object and checks every reference. It reads
+// only; the repository is not changed.
+func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
+	res := &FsckResult{}
+	bad := func(kind, id, format string, args ...any) {
+		res.Problems = append(res.Problems, Problem{Kind: kind, ID: id, Msg: fmt.Sprintf(format, args...)})
+	}
+	say := func(s string) {
+		if progress != nil {
+			progress(s)
+		}
+	}
+	// SQLite's own structure first: a damaged page makes everything else moot.
+	say("checking database structure")
+	rows, err := r.DB.Query(`PRAGMA quick_check`)
+	if err != nil {
+		return nil, fmt.Errorf("fsck: %w", err)
+	}
+	for rows.Next() {
+		var s string
+		rows.Scan(&s)
+		if s != "ok" {
+			bad("database", r.Path, "%s", s)
+		}
+	}
+	rows.Close()
+
+	say("checking chunks")
+	chunkSize := map[objects.ID]int64{}
+	rows, err = r.DB.Query(`SELECT id, size, enc, data FROM chunks`)
+	if err != nil {
+		return nil, fmt.Errorf("fsck: %w", err)
+	}
+	for rows.Next() {
+		var b, data []byte
+		var size, enc int
+		if err := rows.Scan(&b, &size, &enc, &data); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		res.Chunks++
+		id, err := objects.FromBytes(b)
+		if err != nil {
+			bad("chunk", fmt.Sprintf("%x", b), "malformed id")
+			continue
+		}
+		raw, err := objects.Decompress(data, enc, size)
+		if err != nil {
+			bad("chunk", id.String(), "%v", err)
+			continue
+		}
+		res.Bytes += int64(len(raw))
+		if len(raw) != size || objects.Hash(raw) != id {
+			bad("chunk", id.String(), "content does not match its id")
+			continue
+		}
+		chunkSize[id] = int64(size)
+	}
+	rows.Close()
+
+	say("checking files")
+	rows, err = r.DB.Query(`SELECT id, size, chunks FROM files`)
+	if err != nil {
+		return nil, fmt.Errorf("fsck: %w", err)
+	}
+	type fileRow struct {
+		id   objects.ID
+		size int64
+		list []byte
+	}
+	var files []fileRow
+	for rows.Next() {
+		var b, list []byte
+		var size int64
+		if err := rows.Scan(&b, &size, &list); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		id, err := objects.FromBytes(b)
+		if err != nil {
+			bad("file", fmt.Sprintf("%x", b), "malformed id")
+			continue
+		}
+		files = append(files, fileRow{id, size, list})
+	}
+	rows.Close()
+	fileOK := map[objects.ID]bool{}
+	for _, f := range files {
+		res.Files++
+		refs, err := objects.DecodeChunkList(f.list)
+		if err != nil {
+			bad("file", f.id.String(), "%v", err)
+			continue
+		}
+		ok := true
+		var total int64
+		for _, c := range refs {
+			sz, present := chunkSize[c.ID]
+			if !present {
+				bad("file", f.id.String(), "chunk %s missing or damaged", c.ID)
+				ok = false
+				break
+			}
+			if sz != int64(c.Size) {
+				bad("file", f.id.String(), "chunk %s has %d bytes, list says %d", c.ID.Short(), sz, c.Size)
+				ok = false
+				break
+			}
+			total += sz
+		}
+		if !ok {
+			continue
+		}
+		if total != f.size {
+			bad("file", f.id.String(), "chunks hold %d bytes, not %d", total, f.size)
+			continue
+		}
+		h := objects.NewHasher()
+		for _, c := range refs {
+			data, err := r.LoadChunk(c.ID)
+			if err != nil {
+				bad("file", f.id.String(), "%v", err)
+				ok = false
+				break
+			}
+			h.Write(data)
+		}
+		if ok && h.Sum() != f.id {
+			bad("file", f.id.String(), "content does not match its id")
+			ok = false
+		}
+		fileOK[f.id] = ok
+	}
+	hasFile := func(id objects.ID) bool {
+		if ok, present := fileOK[id]; present {
+			return ok
+		}
+		_, present := chunkSize[id]
+		return present
+	}
+
+	say("checking trees")
+	treeOK := map[objects.ID]bool{}
+	var treeIDs []objects.ID
+	rows, err = r.DB.Query(`SELECT id FROM trees`)
+	if err != nil {
+		return nil, fmt.Errorf("fsck: %w", err)
+	}
+	for rows.Next() {
+		var b []byte
+		rows.Scan(&b)
+		id, err := objects.FromBytes(b)
+		if err != nil {
+			bad("tree", fmt.Sprintf("%x", b), "malformed id")
+			continue
+		}
+		treeIDs = append(treeIDs, id)
+	}
+	rows.Close()
+	trees := map[objects.ID]*objects.Tree{}
+	for _, id := range treeIDs {
+		res.Trees++
+		t, err := r.LoadTree(id)
+		if err != nil {
+			bad("tree", id.String(), "%v", unwrapRepo(err))
+			continue
+		}
+		trees[id] = t
+		treeOK[id] = true
+	}
+	for id, t := range trees {
+		for _, e := range t.Entries {
+			switch e.Type {
+			case objects.TypeDir:
+				if !treeOK[e.ID] {
+					bad("tree", id.String(), "entry %q: tree %s missing or damaged", e.Name, e.ID)
+				}
+			case objects.TypeFile:
+				if !hasFile(e.ID) {
+					bad("tree", id.String(), "entry %q: content %s missing or damaged", e.Name, e.ID)
+				}
+			}
+		}
+	}
+
+	say("checking commits")
+	commitOK := map[objects.ID]bool{}
+	var commitIDs []objects.ID
+	rows, err = r.DB.Query(`SELECT id FROM commits`)
+	if err != nil {
+		return nil, fmt.Errorf("fsck: %w", err)
+	}
+	for rows.Next() {
+		var b []byte
+		rows.Scan(&b)
+		id, err := objects.FromBytes(b)
+		if err != nil {
+			bad("commit", fmt.Sprintf("%x", b), "malformed id")
+			continue
+		}
+		commitIDs = append(commitIDs, id)
+	}
+	rows.Close()
+	commits := map[objects.ID]*objects.Commit{}
+	for _, id := range commitIDs {
+		res.Commits++
+		c, err := r.LoadCommit(id)
+		if err != nil {
+			bad("commit", id.String(), "%v", unwrapRepo(err))
+			continue
+		}
+		commits[id] = c
+		commitOK[id] = true
+	}
+	for id, c := range commits {
+		if !treeOK[c.Tree] {
+			bad("commit", id.String(), "root tree %s missing or damaged", c.Tree)
+		}
+		for _, p := range c.Parents {
+			if !commitOK[p] {
+				bad("commit", id.String(), "parent %s missing or damaged", p)
+			}
+		}
+		if c.Session != nil && c.Session.TraceID != nil && !hasFile(*c.Session.TraceID) {
+			bad("commit", id.String(), "trace log %s missing or damaged", *c.Session.TraceID)
+		}
+	}
+
+	say("checking refs")
+	bs, err := r.Branches()
+	if err != nil {
+		bad("ref", "*", "%v", err)
+	}
+	for _, b := range bs {
+		res.Refs++
+		if !commitOK[b.Commit] {
+			bad("ref", b.Name, "points at missing or damaged commit %s", b.Commit)
+		}
+	}
+	if h, err := r.Head(); err != nil {
+		bad("head", "HEAD", "%v", err)
+	} else if h.Detached() && !commitOK[h.Commit] {
+		bad("head", "HEAD", "points at missing or damaged commit %s", h.Commit)
+	}
+	rows, err = r.DB.Query(`SELECT id, base FROM worktrees`)
+	if err == nil {
+		for rows.Next() {
+			var wid int64
+			var b []byte
+			rows.Scan(&wid, &b)
+			id, err := objects.FromBytes(b)
+			if err != nil || !commitOK[id] {
+				bad("worktree", fmt.Sprint(wid), "base commit %x missing or damaged", b)
+			}
+		}
+		rows.Close()
+	}
+	return res, nil
+}
+
+// unwrapRepo strips the "tree <id>: " prefix our loaders add, since fsck
+// prints the id itself.
+func unwrapRepo(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, ": "); i > 0 && i < 80 {
+		return s[i+2:]
+	}
+	return s
+}

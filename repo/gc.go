@@ -1,0 +1,206 @@
+package repo
+
+import (
+	"fmt"
+
+	"github.com/artproject/art/objects"
+)
+
+// reach is the set of objects reachable from some roots.
+type reach struct {
+	commits, trees, files map[objects.ID]bool
+}
+
+// Roots returns the commits gc must keep: branch tips, HEAD, and the base
+// commits of worktrees (live or interrupted) and their upper layers.
+func (r *Repo) Roots() ([]objects.ID, error) {
+	var roots []objects.ID
+	bs, err := r.Branches()
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bs {
+		roots = append(roots, b.Commit)
+	}
+	h, err := r.Head()
+	if err != nil {
+		return nil, err
+	}
+	if !h.Commit.IsZero() {
+		roots = append(roots, h.Commit)
+	}
+	rows, err := r.DB.Query(`SELECT base FROM worktrees`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
+		}
+		id, err := objects.FromBytes(b)
+		if err != nil {
+			return nil, err
+		}
+		roots = append(roots, id)
+	}
+	return roots, rows.Err()
+}
+
+// ExtraRoots lets layers above the repository (the overlay's upper layers)
+// name content they reference; gc keeps it.
+type ExtraRoots func() (trees, files []objects.ID, err error)
+
+func (r *Repo) reachable(roots []objects.ID, extra ExtraRoots, strict bool) (*reach, []error) {
+	rc := &reach{commits: map[objects.ID]bool{}, trees: map[objects.ID]bool{}, files: map[objects.ID]bool{}}
+	var errs []error
+	var walkTree func(id objects.ID)
+	walkTree = func(id objects.ID) {
+		if rc.trees[id] {
+			return
+		}
+		rc.trees[id] = true
+		t, err := r.LoadTree(id)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		for _, e := range t.Entries {
+			switch e.Type {
+			case objects.TypeDir:
+				walkTree(e.ID)
+			case objects.TypeFile:
+				rc.files[e.ID] = true
+			}
+		}
+	}
+	stack := append([]objects.ID(nil), roots...)
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if rc.commits[id] {
+			continue
+		}
+		rc.commits[id] = true
+		c, err := r.LoadCommit(id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		walkTree(c.Tree)
+		if c.Session != nil && c.Session.TraceID != nil {
+			rc.files[*c.Session.TraceID] = true
+		}
+		stack = append(stack, c.Parents...)
+	}
+	if extra != nil {
+		trees, files, err := extra()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, t := range trees {
+			walkTree(t)
+		}
+		for _, f := range files {
+			rc.files[f] = true
+		}
+	}
+	return rc, errs
+}
+
+// GCResult reports what gc removed.
+type GCResult struct {
+	Commits, Trees, Files, Chunks int
+	BytesFreed                    int64
+}
+
+// GC deletes every object no root reaches. It refuses to run when any
+// reachable object cannot be read, since it could not tell what that
+// object references.
+func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
+	tx, err := r.Begin() // holds the write lock: no commit can race us
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	roots, err := r.Roots()
+	if err != nil {
+		return nil, err
+	}
+	rc, errs := r.reachable(roots, extra, true)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("gc: %d reachable object(s) unreadable, first: %w (run 'art fsck'; nothing was deleted)", len(errs), errs[0])
+	}
+	chunksKept := map[objects.ID]bool{}
+	for f := range rc.files {
+		refs, err := r.LoadFileChunks(f)
+		if err != nil {
+			return nil, fmt.Errorf("gc: file %s: %w (run 'art fsck'; nothing was deleted)", f.Short(), err)
+		}
+		for _, c := range refs {
+			chunksKept[c.ID] = true
+		}
+	}
+	res := &GCResult{}
+	sweep := func(table string, keep map[objects.ID]bool, sizeExpr string, count *int) error {
+		rows, err := tx.Query(`SELECT id, ` + sizeExpr + ` FROM ` + table)
+		if err != nil {
+			return err
+		}
+		var dead [][]byte
+		var bytes int64
+		for rows.Next() {
+			var b []byte
+			var n int64
+			if err := rows.Scan(&b, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			id, err := objects.FromBytes(b)
+			if err != nil || !keep[id] {
+				dead = append(dead, b)
+				bytes += n
+			}
+		}
+		rows.Close()
+		for _, b := range dead {
+			if _, err := tx.Exec(`DELETE FROM `+table+` WHERE id=?`, b); err != nil {
+				return fmt.Errorf("gc %s: %w", table, err)
+			}
+		}
+		*count = len(dead)
+		res.BytesFreed += bytes
+		return nil
+	}
+	if err := sweep("commits", rc.commits, "length(data)", &res.Commits); err != nil {
+		return nil, err
+	}
+	if err := sweep("trees", rc.trees, "length(data)", &res.Trees); err != nil {
+		return nil, err
+	}
+	if err := sweep("files", rc.files, "length(chunks)", &res.Files); err != nil {
+		return nil, err
+	}
+	if err := sweep("chunks", chunksKept, "length(data)", &res.Chunks); err != nil {
+		return nil, err
+	}
+	// The stat cache must not name content that is gone.
+	if _, err := tx.Exec(`DELETE FROM synced WHERE id IS NOT NULL AND id NOT IN (SELECT id FROM chunks) AND id NOT IN (SELECT id FROM files)`); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(`UPDATE workspaces SET commit_id=NULL WHERE commit_id NOT IN (SELECT id FROM commits)`); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
+	r.mu.Lock()
+	r.objCache.init()
+	r.mu.Unlock()
+	if _, err := r.DB.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return res, nil
+	}
+	r.DB.Exec(`VACUUM`)
+	return res, nil
+}

@@ -1,0 +1,240 @@
+package repo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// SchemaVersion is the newest schema this build knows. Open migrates older
+// repositories forward and refuses newer ones.
+const SchemaVersion = 1
+
+// Errors callers test for.
+var (
+	ErrNotRepo      = errors.New("not an art repository")
+	ErrNewerSchema  = errors.New("repository was written by a newer art")
+	ErrNoRepo       = errors.New("no art repository found")
+	ErrExists       = errors.New("repository already exists")
+	ErrUnknownRev   = errors.New("unknown revision")
+	ErrAmbiguousRev = errors.New("ambiguous revision")
+)
+
+// Repo is an open repository.
+type Repo struct {
+	DB   *sql.DB
+	Path string // absolute path of the database file
+	objCache
+}
+
+// migrations[i] brings a schema of version i to version i+1.
+var migrations = []string{
+	// 0 → 1: the initial schema.
+	`
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- Content chunks; a single-chunk file's id is its chunk's id.
+CREATE TABLE chunks(id BLOB PRIMARY KEY, size INTEGER NOT NULL, enc INTEGER NOT NULL, data BLOB NOT NULL);
+-- Files of more than one chunk: id is the hash of the whole content.
+CREATE TABLE files(id BLOB PRIMARY KEY, size INTEGER NOT NULL, chunks BLOB NOT NULL);
+CREATE TABLE trees(id BLOB PRIMARY KEY, size INTEGER NOT NULL, enc INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE TABLE commits(id BLOB PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE refs(name TEXT PRIMARY KEY, commit_id BLOB NOT NULL REFERENCES commits(id));
+-- What the last push or pull saw of each host path, per host workspace.
+CREATE TABLE synced(
+	workspace TEXT NOT NULL, path TEXT NOT NULL,
+	type INTEGER NOT NULL, mode INTEGER NOT NULL, id BLOB, size INTEGER NOT NULL,
+	mtime INTEGER NOT NULL, ctime INTEGER NOT NULL, ino INTEGER NOT NULL, target TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY(workspace, path)) WITHOUT ROWID;
+CREATE TABLE workspaces(path TEXT PRIMARY KEY, name TEXT NOT NULL, commit_id BLOB REFERENCES commits(id), branch TEXT NOT NULL DEFAULT '', synced_at INTEGER NOT NULL);
+-- Live and interrupted sessions (art run / art mount), each with its own upper layer.
+CREATE TABLE worktrees(
+	id INTEGER PRIMARY KEY,
+	branch TEXT NOT NULL,
+	base BLOB NOT NULL REFERENCES commits(id),
+	pid INTEGER NOT NULL DEFAULT 0,
+	pid_start INTEGER NOT NULL DEFAULT 0,
+	mountpoint TEXT NOT NULL DEFAULT '',
+	state TEXT NOT NULL,
+	kind TEXT NOT NULL DEFAULT 'mount',
+	session TEXT NOT NULL DEFAULT '',
+	next_ino INTEGER NOT NULL DEFAULT 2,
+	created INTEGER NOT NULL,
+	updated INTEGER NOT NULL);
+CREATE INDEX worktrees_branch ON worktrees(branch);
+-- The upper layer of each worktree (see overlay/): inodes it changed or
+-- created, directory entries it changed (ino 0 is a whiteout), and the
+-- 64 KiB blocks of file data it wrote (stored as chunks).
+CREATE TABLE upper_inodes(
+	wt INTEGER NOT NULL REFERENCES worktrees(id) ON DELETE CASCADE,
+	ino INTEGER NOT NULL,
+	type INTEGER NOT NULL, mode INTEGER NOT NULL, nlink INTEGER NOT NULL,
+	size INTEGER NOT NULL, mtime INTEGER NOT NULL, ctime INTEGER NOT NULL, atime INTEGER NOT NULL,
+	base BLOB, base_size INTEGER NOT NULL DEFAULT 0,
+	target TEXT NOT NULL DEFAULT '', xattrs BLOB,
+	PRIMARY KEY(wt, ino)) WITHOUT ROWID;
+CREATE TABLE upper_dirents(
+	wt INTEGER NOT NULL REFERENCES worktrees(id) ON DELETE CASCADE,
+	dir INTEGER NOT NULL, name BLOB NOT NULL, ino INTEGER NOT NULL,
+	PRIMARY KEY(wt, dir, name)) WITHOUT ROWID;
+CREATE TABLE upper_blocks(
+	wt INTEGER NOT NULL REFERENCES worktrees(id) ON DELETE CASCADE,
+	ino INTEGER NOT NULL, idx INTEGER NOT NULL, chunk BLOB NOT NULL,
+	PRIMARY KEY(wt, ino, idx)) WITHOUT ROWID;
+`,
+}
+
+func dsn(path string, readOnly bool) string {
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(30000)", "foreign_keys(1)", "synchronous(NORMAL)", "cache_size(-65536)", "temp_store(MEMORY)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	if readOnly {
+		q.Set("mode", "ro")
+	}
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// Init creates a new repository at path (its directory is created too).
+func Init(path string) (*Repo, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(abs); err == nil {
+		return nil, fmt.Errorf("init %s: %w (use it with -d %s, or remove it first)", abs, ErrExists, abs)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("init %s: %w", abs, err)
+	}
+	r, err := open(abs, true)
+	if err != nil {
+		os.Remove(abs)
+		return nil, err
+	}
+	return r, nil
+}
+
+// Open opens an existing repository, migrating it forward if needed.
+func Open(path string) (*Repo, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", abs, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("open repository %s: %w: not a regular file", abs, ErrNotRepo)
+	}
+	return open(abs, false)
+}
+
+func open(abs string, create bool) (*Repo, error) {
+	if !create {
+		// Refuse anything that is not an SQLite file before the driver
+		// gets a chance to treat it as an empty database.
+		f, err := os.Open(abs)
+		if err != nil {
+			return nil, fmt.Errorf("open repository %s: %w", abs, err)
+		}
+		hdr := make([]byte, 16)
+		n, _ := f.Read(hdr)
+		f.Close()
+		if n < 16 || string(hdr) != "SQLite format 3\x00" {
+			return nil, fmt.Errorf("open repository %s: %w: the file is not an SQLite database (create one with 'art init')", abs, ErrNotRepo)
+		}
+	}
+	db, err := sql.Open("sqlite", dsn(abs, false))
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", abs, err)
+	}
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
+	r := &Repo{DB: db, Path: abs}
+	r.objCache.init()
+	if err := r.migrate(create); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open repository %s: %w", abs, err)
+	}
+	return r, nil
+}
+
+func (r *Repo) migrate(create bool) error {
+	ctx := context.Background()
+	var version int
+	var hasMeta int
+	if err := r.DB.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'`).Scan(&hasMeta); err != nil {
+		return fmt.Errorf("%w: %v (is the file corrupt? 'art fsck' checks it)", ErrNotRepo, err)
+	}
+	if hasMeta == 0 {
+		var tables int
+		r.DB.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master`).Scan(&tables)
+		if !create || tables > 0 {
+			return fmt.Errorf("%w: the SQLite file has no art metadata (create a repository with 'art init')", ErrNotRepo)
+		}
+	} else {
+		var v string
+		if err := r.DB.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='schema_version'`).Scan(&v); err != nil {
+			return fmt.Errorf("%w: no schema version: %v", ErrNotRepo, err)
+		}
+		version, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%w: bad schema version %q", ErrNotRepo, v)
+		}
+		if version > SchemaVersion {
+			return fmt.Errorf("%w: schema version %d, this art knows up to %d (upgrade art)", ErrNewerSchema, version, SchemaVersion)
+		}
+		if version == SchemaVersion {
+			return nil
+		}
+		return r.applyMigrations(version)
+	}
+	return r.applyMigrations(version)
+}
+
+func (r *Repo) applyMigrations(from int) error {
+	tx, err := r.DB.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for v := from; v < SchemaVersion; v++ {
+		for _, stmt := range splitSQL(migrations[v]) {
+			if _, err := tx.Exec(stmt); err != nil {
+				return fmt.Errorf("migrate schema %d→%d: %w", v, v+1, err)
+			}
+		}
+		if v == 0 {
+			if _, err := tx.Exec(`INSERT INTO meta(key, value) VALUES('head', 'ref:main')`); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := tx.Exec(`INSERT INTO meta(key, value) VALUES('schema_version', ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, strconv.Itoa(SchemaVersion)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func splitSQL(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ";\n") {
+		if strings.TrimSpace(p) != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Close closes the database.
+func (r *Repo) Close() error { return r.DB.Close() }

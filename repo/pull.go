@@ -1,0 +1,596 @@
+package repo
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/artproject/art/objects"
+)
+
+// ErrConflict is returned when a pull would overwrite or delete host
+// content that the repository does not hold.
+var ErrConflict = errors.New("pull conflicts with changes on the host")
+
+// PullOptions configures a pull into a host workspace.
+type PullOptions struct {
+	Dir    string
+	Commit objects.ID // the commit whose /<workspace>/ is written
+	Force  bool       // overwrite host changes instead of refusing
+	Report func(line string)
+}
+
+// PullResult summarises a pull.
+type PullResult struct {
+	Created, Updated, Deleted int
+	Conflicts                 []string
+}
+
+type pullOp uint8
+
+const (
+	opKeep    pullOp = iota // same content; metadata may be refreshed
+	opWrite                 // create or replace with the stored entry
+	opDelete                // remove the host entry (the repository held it)
+	opLeave                 // host-only content the repository never held
+)
+
+type pullNode struct {
+	name   string
+	rel    string
+	stored *objects.Entry
+	host   *hostEntry
+	op     pullOp
+	kids   []*pullNode
+}
+
+type puller struct {
+	r         *Repo
+	dir       string
+	sc        *scanner
+	host      map[string]*hostEntry
+	conflicts []string
+	res       PullResult
+	report    func(string)
+	ws        string // workspace name, for reported paths
+	synced    []*hostEntry // the stored tree as written, for the sync state
+}
+
+// CheckPullTarget refuses targets that are, or lie inside, a symlink.
+func CheckPullTarget(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	// Every existing component of the path must be a real directory.
+	p := "/"
+	for _, c := range strings.Split(strings.Trim(abs, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		p = filepath.Join(p, c)
+		st, err := os.Lstat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("pull target %s: %w", abs, err)
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			return "", fmt.Errorf("pull target %s: %s is a symbolic link; pull into the real path instead (art never writes through links)", abs, p)
+		}
+		if !st.IsDir() {
+			return "", fmt.Errorf("pull target %s: %s is not a directory", abs, p)
+		}
+	}
+	return abs, nil
+}
+
+// Pull makes the host directory match /<workspace>/ of a commit.
+func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
+	dir, err := CheckPullTarget(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	name, err := WorkspaceName(dir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.LoadCommit(o.Commit)
+	if err != nil {
+		return nil, err
+	}
+	ws, ok, err := r.Lookup(c.Tree, []string{name})
+	if err != nil {
+		return nil, err
+	}
+	if !ok || ws.Type != objects.TypeDir {
+		return nil, fmt.Errorf("pull: commit %s has no workspace %q (%s); pull into a directory named like one of them", o.Commit.Short(), name, r.workspaceNames(c.Tree))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("pull: create %s: %w", dir, err)
+	}
+	p := &puller{r: r, dir: dir, ws: name, report: o.Report, host: map[string]*hostEntry{}}
+	if p.sc, err = newScanner(r, dir, nil); err != nil {
+		return nil, err
+	}
+	if p.sc.cache, err = r.loadSynced(dir); err != nil {
+		return nil, err
+	}
+	if _, err := p.sc.scan(); err != nil {
+		return nil, fmt.Errorf("pull: %w", err)
+	}
+	for _, e := range p.sc.all {
+		p.host[e.rel] = e
+	}
+	root := &pullNode{rel: "", stored: &ws, host: p.host[""], op: opKeep}
+	if err := p.plan(root); err != nil {
+		return nil, err
+	}
+	if len(p.conflicts) > 0 && !o.Force {
+		sort.Strings(p.conflicts)
+		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: %d path(s) changed on the host since the last push/pull:\n  %s\n(push them first with 'art push', or overwrite them with --force)",
+			ErrConflict, len(p.conflicts), strings.Join(p.conflicts, "\n  "))
+	}
+	dfd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pull: open %s: %w", dir, err)
+	}
+	err = p.applyDir(dfd, root)
+	unix.Close(dfd)
+	if err != nil {
+		return nil, fmt.Errorf("pull into %s: %w", dir, err)
+	}
+	// Record what the host now holds of the repository.
+	if err := p.recordSynced(root); err != nil {
+		return nil, err
+	}
+	tx, err := r.Begin()
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	if err := tx.saveSynced(dir, p.sc.cache, p.synced); err != nil {
+		return nil, err
+	}
+	if err := tx.setWorkspace(dir, name, o.Commit, ""); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("pull: record sync state: %w", err)
+	}
+	p.res.Conflicts = p.conflicts
+	return &p.res, nil
+}
+
+func (r *Repo) workspaceNames(root objects.ID) string {
+	t, err := r.LoadTree(root)
+	if err != nil {
+		return "unreadable tree"
+	}
+	var names []string
+	for _, e := range t.Entries {
+		if e.Type == objects.TypeDir && !strings.HasPrefix(e.Name, ".") {
+			names = append(names, e.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "it holds no workspace"
+	}
+	return "it holds: " + strings.Join(names, ", ")
+}
+
+// hostID returns the content id of a host file, from the stat cache or by
+// hashing it.
+func (p *puller) hostID(h *hostEntry) (objects.ID, error) {
+	if h.known || h.typ != objects.TypeFile {
+		return h.id, nil
+	}
+	id, size, _, err := hashFile(filepath.Join(p.dir, filepath.FromSlash(h.rel)), nil, func(chunkJob) error { return nil })
+	if err != nil {
+		return objects.Zero, fmt.Errorf("pull: read %s: %w", h.rel, err)
+	}
+	h.id, h.size, h.known = id, size, true
+	return id, nil
+}
+
+// unchangedSinceSync reports whether the host entry still holds what the
+// last push or pull recorded for it.
+func (p *puller) unchangedSinceSync(h *hostEntry) (bool, error) {
+	s := p.sc.cache[h.rel]
+	if s == nil || s.typ != h.typ {
+		return false, nil
+	}
+	switch h.typ {
+	case objects.TypeFile:
+		id, err := p.hostID(h)
+		return id == s.id, err
+	case objects.TypeSymlink:
+		return h.target == s.target, nil
+	}
+	return true, nil
+}
+
+// sameContent reports whether the host entry already holds the stored one
+// (mode and times aside).
+func (p *puller) sameContent(h *hostEntry, e *objects.Entry) (bool, error) {
+	if h.typ != e.Type {
+		return false, nil
+	}
+	switch e.Type {
+	case objects.TypeFile:
+		id, err := p.hostID(h)
+		return id == e.ID, err
+	case objects.TypeSymlink:
+		return h.target == e.Target, nil
+	}
+	return true, nil
+}
+
+func (p *puller) conflict(rel, why string) {
+	p.conflicts = append(p.conflicts, rel+" ("+why+")")
+}
+
+// plan decides, for one directory present in the stored tree, what happens
+// to each name in it, and records conflicts. It changes nothing.
+func (p *puller) plan(n *pullNode) error {
+	t, err := p.r.LoadTree(n.stored.ID)
+	if err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		names[e.Name] = true
+		rel := joinRel(n.rel, e.Name)
+		if p.sc.excluded(rel, e.Type == objects.TypeDir) {
+			continue // never written: the host's own .art and ignored paths
+		}
+		kid := &pullNode{name: e.Name, rel: rel, stored: e}
+		if n.host != nil && n.host.typ == objects.TypeDir {
+			kid.host = p.host[rel]
+		}
+		n.kids = append(n.kids, kid)
+		h := kid.host
+		switch {
+		case h == nil:
+			kid.op = opWrite
+		case h.typ == objects.TypeDir && e.Type == objects.TypeDir:
+			kid.op = opKeep
+		default:
+			same, err := p.sameContent(h, e)
+			if err != nil {
+				return err
+			}
+			if same {
+				kid.op = opKeep
+				break
+			}
+			kid.op = opWrite
+			if h.typ == objects.TypeDir {
+				// Replacing a directory removes what is below it.
+				if err := p.planRemoval(kid); err != nil {
+					return err
+				}
+				if len(kid.kids) > 0 && p.hasKept(kid) {
+					p.conflict(rel, "a directory on the host holds content the repository does not have")
+				}
+				continue
+			}
+			ok, err := p.unchangedSinceSync(h)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				p.conflict(rel, "changed on the host")
+			}
+		}
+		if e.Type == objects.TypeDir {
+			if err := p.plan(kid); err != nil {
+				return err
+			}
+		}
+	}
+	if n.host == nil || n.host.typ != objects.TypeDir {
+		return nil
+	}
+	for _, h := range n.host.kids {
+		name := filepath.Base(h.rel)
+		if names[name] {
+			continue
+		}
+		kid := &pullNode{name: name, rel: h.rel, host: h}
+		n.kids = append(n.kids, kid)
+		if err := p.planRemoval(kid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planRemoval plans the deletion of a host entry the stored tree lacks:
+// content the repository held and that is unchanged is deleted, content it
+// never held is left alone, and held content changed on the host conflicts.
+func (p *puller) planRemoval(n *pullNode) error {
+	h := n.host
+	if n.op != opWrite {
+		n.op = opDelete
+	}
+	if h.typ == objects.TypeDir {
+		if p.sc.cache[h.rel] == nil && n.op != opWrite {
+			n.op = opLeave // a directory the repository never held
+			return nil
+		}
+		for _, k := range h.kids {
+			kid := &pullNode{name: filepath.Base(k.rel), rel: k.rel, host: k}
+			n.kids = append(n.kids, kid)
+			if err := p.planRemoval(kid); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if p.sc.cache[h.rel] == nil {
+		if n.op == opWrite {
+			return nil // replaced below
+		}
+		n.op = opLeave
+		return nil
+	}
+	ok, err := p.unchangedSinceSync(h)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		p.conflict(h.rel, "changed on the host, deleted in the commit")
+	}
+	return nil
+}
+
+// hasKept reports whether removing n would leave host-only content behind.
+func (p *puller) hasKept(n *pullNode) bool {
+	for _, k := range n.kids {
+		if k.op == opLeave || p.hasKept(k) {
+			return true
+		}
+	}
+	return false
+}
+
+func joinRel(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
+// applyDir carries out the plan for one directory through its fd. Every
+// operation is relative to dfd and never follows a symlink.
+func (p *puller) applyDir(dfd int, n *pullNode) error {
+	// Deletions first, so a type change can reuse the name.
+	for _, k := range n.kids {
+		if k.op == opDelete || (k.op == opWrite && k.host != nil) || k.op == opLeave && k.host != nil && k.host.typ == objects.TypeDir {
+			if err := p.remove(dfd, k); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range n.kids {
+		switch {
+		case k.stored == nil:
+			continue
+		case k.op == opWrite:
+			if err := p.write(dfd, k); err != nil {
+				return err
+			}
+		case k.op == opKeep:
+			if err := p.refresh(dfd, k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// remove deletes what the plan says of a host entry; content the
+// repository never held stays.
+func (p *puller) remove(dfd int, n *pullNode) error {
+	if n.host.typ != objects.TypeDir {
+		if n.op == opLeave {
+			return nil
+		}
+		if err := unix.Unlinkat(dfd, n.name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("remove %s: %w", n.rel, err)
+		}
+		p.res.Deleted++
+		p.say("DELETE /" + n.rel)
+		return nil
+	}
+	if n.op == opLeave {
+		return nil
+	}
+	sub, err := unix.Openat(dfd, n.name, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", n.rel, err)
+	}
+	for _, k := range n.kids {
+		if k.host == nil {
+			continue
+		}
+		if err := p.remove(sub, k); err != nil {
+			unix.Close(sub)
+			return err
+		}
+	}
+	unix.Close(sub)
+	err = unix.Unlinkat(dfd, n.name, unix.AT_REMOVEDIR)
+	if err == nil {
+		p.res.Deleted++
+		p.say("DELETE /" + n.rel + "/")
+		return nil
+	}
+	if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+		return nil // host-only content is kept
+	}
+	return fmt.Errorf("remove %s: %w", n.rel, err)
+}
+
+// say reports one line; paths in it start with "/" and are relative to
+// the workspace, and are shown relative to the home as push shows them.
+func (p *puller) say(line string) {
+	if p.report != nil {
+		kind, rest, _ := strings.Cut(line, " /")
+		p.report(kind + " /" + p.ws + "/" + rest)
+	}
+}
+
+const pullTemp = ".art-pull-tmp"
+
+// write creates the stored entry under its name, atomically for files,
+// links and fifos (temporary name, then rename).
+func (p *puller) write(dfd int, n *pullNode) error {
+	e := n.stored
+	if n.host == nil {
+		p.res.Created++
+	} else {
+		p.res.Updated++
+	}
+	switch e.Type {
+	case objects.TypeDir:
+		if err := unix.Mkdirat(dfd, n.name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("create directory %s: %w", n.rel, err)
+		}
+		p.say("DIR /" + n.rel)
+		return p.refresh(dfd, n)
+	case objects.TypeFile:
+		p.say(fmt.Sprintf("FILE /%s (%d bytes, %s)", n.rel, e.Size, e.ID.Short()))
+		unix.Unlinkat(dfd, pullTemp, 0)
+		fd, err := unix.Openat(dfd, pullTemp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", n.rel, err)
+		}
+		f := os.NewFile(uintptr(fd), n.rel)
+		err = p.writeContent(f, e)
+		if err == nil {
+			err = unix.Fchmod(fd, e.Mode)
+		}
+		if err == nil {
+			ts := unix.NsecToTimespec(e.MTime)
+			err = unix.UtimesNanoAt(dfd, pullTemp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = unix.Renameat(dfd, pullTemp, dfd, n.name)
+		}
+		if err != nil {
+			unix.Unlinkat(dfd, pullTemp, 0)
+			return fmt.Errorf("write %s: %w", n.rel, err)
+		}
+	case objects.TypeSymlink:
+		p.say("LINK /" + n.rel + " -> " + e.Target)
+		unix.Unlinkat(dfd, pullTemp, 0)
+		err := unix.Symlinkat(e.Target, dfd, pullTemp)
+		if err == nil {
+			ts := unix.NsecToTimespec(e.MTime)
+			unix.UtimesNanoAt(dfd, pullTemp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+			err = unix.Renameat(dfd, pullTemp, dfd, n.name)
+		}
+		if err != nil {
+			unix.Unlinkat(dfd, pullTemp, 0)
+			return fmt.Errorf("write link %s: %w", n.rel, err)
+		}
+	case objects.TypeFifo:
+		p.say("FIFO /" + n.rel)
+		unix.Unlinkat(dfd, pullTemp, 0)
+		err := unix.Mkfifoat(dfd, pullTemp, e.Mode)
+		if err == nil {
+			unix.Fchmodat(dfd, pullTemp, e.Mode, 0)
+			err = unix.Renameat(dfd, pullTemp, dfd, n.name)
+		}
+		if err != nil {
+			unix.Unlinkat(dfd, pullTemp, 0)
+			return fmt.Errorf("write fifo %s: %w", n.rel, err)
+		}
+	}
+	return nil
+}
+
+func (p *puller) writeContent(f *os.File, e *objects.Entry) error {
+	fr, err := objects.NewFileReader(p.r, e.ID, int64(e.Size))
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, fr)
+	return err
+}
+
+// refresh brings an entry whose content already matches up to date:
+// directory contents, modes and times.
+func (p *puller) refresh(dfd int, n *pullNode) error {
+	e := n.stored
+	ts := unix.NsecToTimespec(e.MTime)
+	switch e.Type {
+	case objects.TypeDir:
+		sub, err := unix.Openat(dfd, n.name, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", n.rel, err)
+		}
+		defer unix.Close(sub)
+		if err := p.applyDir(sub, n); err != nil {
+			return err
+		}
+		if err := unix.Fchmod(sub, e.Mode); err != nil {
+			return fmt.Errorf("chmod %s: %w", n.rel, err)
+		}
+		return unix.UtimesNanoAt(sub, ".", []unix.Timespec{ts, ts}, 0)
+	case objects.TypeFile, objects.TypeFifo:
+		if n.host != nil && n.host.mode == e.Mode && n.host.mtime == e.MTime {
+			return nil
+		}
+		if err := unix.Fchmodat(dfd, n.name, e.Mode, 0); err != nil {
+			return fmt.Errorf("chmod %s: %w", n.rel, err)
+		}
+		return unix.UtimesNanoAt(dfd, n.name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+	case objects.TypeSymlink:
+		return unix.UtimesNanoAt(dfd, n.name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	return nil
+}
+
+// recordSynced re-reads the stat of every stored path as now on the host.
+func (p *puller) recordSynced(root *pullNode) error {
+	var walk func(n *pullNode) error
+	walk = func(n *pullNode) error {
+		for _, k := range n.kids {
+			if k.stored == nil {
+				continue
+			}
+			var st unix.Stat_t
+			abs := filepath.Join(p.dir, filepath.FromSlash(k.rel))
+			if err := unix.Lstat(abs, &st); err != nil {
+				return fmt.Errorf("pull: stat %s: %w", abs, err)
+			}
+			h := &hostEntry{rel: k.rel, typ: k.stored.Type, mode: st.Mode & objects.PermMask, mtime: st.Mtim.Nano(),
+				ctime: st.Ctim.Nano(), ino: st.Ino, target: k.stored.Target, id: k.stored.ID}
+			if h.typ == objects.TypeFile || h.typ == objects.TypeSymlink {
+				h.size = st.Size
+			}
+			p.synced = append(p.synced, h)
+			if k.stored.Type == objects.TypeDir {
+				if err := walk(k); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(root)
+}

@@ -1,0 +1,426 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/artproject/art/objects"
+)
+
+// PushOptions configures a push of a host workspace.
+type PushOptions struct {
+	Dir     string // host workspace directory
+	Branch  string // branch to commit on; "" means HEAD's
+	Message string
+	Session *objects.Session
+	// Report receives one line per stored entry that changed since the last
+	// sync ("FILE /ws/a.go (12 bytes, 1a2b3c4d5e6f)", "DIR /ws/sub", "LINK /ws/l -> t").
+	Report func(line string)
+	// Warn receives warnings (skipped sockets and devices).
+	Warn func(msg string)
+	// Progress is called with bytes hashed so far and bytes to hash.
+	Progress func(done, total int64)
+}
+
+// PushResult summarises a push.
+type PushResult struct {
+	Commit     objects.ID
+	Parent     objects.ID
+	Branch     string
+	Files      int   // regular files in the workspace
+	Dirs       int   // directories
+	Links      int   // symlinks
+	Hashed     int   // files read because the stat cache missed
+	NewObjects int   // objects added to the repository
+	NewBytes   int64 // stored bytes added
+	Duration   time.Duration
+}
+
+// WorkspaceName returns the name a host directory has inside the home.
+func WorkspaceName(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	name := filepath.Base(abs)
+	if !objects.ValidName(name) || abs == "/" {
+		return "", fmt.Errorf("workspace %s: its base name cannot name a directory in the home; use a named directory", abs)
+	}
+	return name, nil
+}
+
+// CheckWorkspaceDir checks that dir exists and is a directory.
+func CheckWorkspaceDir(dir string) (string, error) {
+	if dir == "" {
+		return "", errors.New("no workspace directory given (pass -m DIR)")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("workspace %s: %w (create it, or pass an existing directory with -m)", abs, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("workspace %s: not a directory (pass a directory with -m)", abs)
+	}
+	return abs, nil
+}
+
+type chunkJob struct {
+	id   objects.ID
+	raw  int
+	enc  int
+	data []byte
+}
+
+// hashFile reads, chunks and hashes one file, handing each chunk to put.
+func hashFile(abs string, buf []byte, put func(chunkJob) error) (objects.ID, int64, []objects.ChunkRef, error) {
+	f, err := os.Open(abs)
+	if err != nil {
+		return objects.Zero, 0, nil, err
+	}
+	defer f.Close()
+	ch := objects.NewChunker(f, buf)
+	h := objects.NewHasher()
+	var refs []objects.ChunkRef
+	var size int64
+	for {
+		c, err := ch.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return objects.Zero, 0, nil, err
+		}
+		id := objects.Hash(c)
+		h.Write(c)
+		enc, how := objects.Compress(c)
+		if how == objects.EncRaw {
+			enc = append([]byte(nil), c...)
+		}
+		if err := put(chunkJob{id: id, raw: len(c), enc: how, data: enc}); err != nil {
+			return objects.Zero, 0, nil, err
+		}
+		refs = append(refs, objects.ChunkRef{ID: id, Size: uint32(len(c))})
+		size += int64(len(c))
+	}
+	if size == 0 {
+		id := objects.Hash(nil)
+		return id, 0, nil, put(chunkJob{id: id})
+	}
+	if len(refs) == 1 {
+		return refs[0].ID, size, refs, nil
+	}
+	return h.Sum(), size, refs, nil
+}
+
+// Push snapshots a host workspace into a new commit.
+func (r *Repo) Push(ctx context.Context, o PushOptions) (*PushResult, error) {
+	start := time.Now()
+	dir, err := CheckWorkspaceDir(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	name, err := WorkspaceName(dir)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := newScanner(r, dir, o.Warn)
+	if err != nil {
+		return nil, err
+	}
+	if sc.cache, err = r.loadSynced(dir); err != nil {
+		return nil, err
+	}
+	root, err := sc.scan()
+	if err != nil {
+		return nil, fmt.Errorf("push %s: %w", dir, err)
+	}
+	res := &PushResult{}
+	var todo []*hostEntry
+	var total int64
+	for _, e := range sc.all {
+		switch e.typ {
+		case objects.TypeFile:
+			res.Files++
+			if !e.known {
+				todo = append(todo, e)
+				total += e.size
+			}
+		case objects.TypeDir:
+			res.Dirs++
+		case objects.TypeSymlink:
+			res.Links++
+		}
+	}
+	res.Dirs-- // the workspace root itself
+	res.Hashed = len(todo)
+
+	tx, err := r.Begin()
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+
+	// Hash with all cores; one writer owns the transaction.
+	chunks := make(chan chunkJob, 64)
+	lists := make(chan struct {
+		id   objects.ID
+		size int64
+		refs []objects.ChunkRef
+	}, 64)
+	g, gctx := errgroup.WithContext(ctx)
+	var writerErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for chunks != nil || lists != nil {
+			select {
+			case c, ok := <-chunks:
+				if !ok {
+					chunks = nil
+					continue
+				}
+				if writerErr == nil {
+					writerErr = tx.PutChunkEncoded(c.id, c.raw, c.enc, c.data)
+				}
+			case l, ok := <-lists:
+				if !ok {
+					lists = nil
+					continue
+				}
+				if writerErr == nil {
+					writerErr = tx.PutFileList(l.id, l.size, l.refs)
+				}
+			}
+		}
+	}()
+	jobs := make(chan *hostEntry)
+	var done int64
+	var progMu sync.Mutex
+	workers := runtime.NumCPU()
+	for w := 0; w < workers; w++ {
+		g.Go(func() error {
+			buf := make([]byte, 2*objects.MaxChunk)
+			for e := range jobs {
+				abs := filepath.Join(dir, filepath.FromSlash(e.rel))
+				id, size, refs, err := hashFile(abs, buf, func(c chunkJob) error {
+					select {
+					case chunks <- c:
+						return nil
+					case <-gctx.Done():
+						return gctx.Err()
+					}
+				})
+				if err != nil {
+					return fmt.Errorf("push %s: %w (fix its permissions or add it to .artignore; nothing was committed)", abs, err)
+				}
+				e.id, e.size = id, size
+				if len(refs) > 1 {
+					select {
+					case lists <- struct {
+						id   objects.ID
+						size int64
+						refs []objects.ChunkRef
+					}{id, size, refs}:
+					case <-gctx.Done():
+						return gctx.Err()
+					}
+				}
+				if o.Progress != nil {
+					progMu.Lock()
+					done += size
+					o.Progress(done, total)
+					progMu.Unlock()
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		defer close(jobs)
+		for _, e := range todo {
+			select {
+			case jobs <- e:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	err = g.Wait()
+	close(chunks)
+	close(lists)
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	if writerErr != nil {
+		return nil, fmt.Errorf("push %s: %w", dir, writerErr)
+	}
+
+	wsTree, err := tx.buildTree(root)
+	if err != nil {
+		return nil, fmt.Errorf("push %s: %w", dir, err)
+	}
+	if o.Report != nil {
+		for _, e := range sc.all[1:] {
+			reportEntry(o.Report, name, e, sc.cache[e.rel])
+		}
+	}
+
+	// Commit on the branch, keeping the rest of the home from the parent.
+	head, err := tx.Head()
+	if err != nil {
+		return nil, err
+	}
+	branch := o.Branch
+	var parent objects.ID
+	if branch == "" {
+		branch = head.Branch
+		parent = head.Commit
+	} else {
+		if err := CheckBranchName(branch); err != nil {
+			return nil, err
+		}
+		if parent, err = tx.BranchTip(branch); errors.Is(err, ErrNoBranch) {
+			parent = head.Commit
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	var baseRoot objects.ID
+	if !parent.IsZero() {
+		pc, err := tx.LoadCommit(parent)
+		if err != nil {
+			return nil, err
+		}
+		baseRoot = pc.Tree
+	} else if baseRoot, err = tx.EmptyTree(); err != nil {
+		return nil, err
+	}
+	newRoot, err := tx.ReplaceAt(baseRoot, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: root.mode, ID: wsTree, MTime: root.mtime})
+	if err != nil {
+		return nil, err
+	}
+	msg := o.Message
+	if msg == "" {
+		msg = "push " + name
+	}
+	sess := o.Session
+	if sess == nil {
+		sess = &objects.Session{Mode: "push", Workspace: name, Start: start.UnixNano(), End: time.Now().UnixNano(), Version: Version}
+	}
+	c := &objects.Commit{Tree: newRoot, Time: time.Now().UnixNano(), Author: Author(), Message: msg, Session: sess}
+	if !parent.IsZero() {
+		c.Parents = []objects.ID{parent}
+	}
+	cid, err := tx.PutCommit(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Advance(branch, cid); err != nil {
+		return nil, err
+	}
+	if err := tx.saveSynced(dir, sc.cache, sc.all); err != nil {
+		return nil, err
+	}
+	if err := tx.setWorkspace(dir, name, cid, branch); err != nil {
+		return nil, err
+	}
+	res.NewObjects, res.NewBytes = tx.NewObjects, tx.NewBytes
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("push %s: commit transaction: %w (nothing was recorded)", dir, err)
+	}
+	res.Commit, res.Parent, res.Branch = cid, parent, branch
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+func reportEntry(report func(string), ws string, e *hostEntry, old *syncedEntry) {
+	p := "/" + ws + "/" + e.rel
+	switch e.typ {
+	case objects.TypeFile:
+		if old != nil && old.typ == e.typ && old.id == e.id && old.mode == e.mode {
+			return
+		}
+		report(fmt.Sprintf("FILE %s (%d bytes, %s)", p, e.size, e.id.Short()))
+	case objects.TypeDir:
+		if old != nil && old.typ == e.typ {
+			return
+		}
+		report("DIR " + p)
+	case objects.TypeSymlink:
+		if old != nil && old.typ == e.typ && old.target == e.target {
+			return
+		}
+		report("LINK " + p + " -> " + e.target)
+	case objects.TypeFifo:
+		if old != nil && old.typ == e.typ {
+			return
+		}
+		report("FIFO " + p)
+	}
+}
+
+// buildTree stores the trees of a scanned directory bottom-up.
+func (tx *Tx) buildTree(d *hostEntry) (objects.ID, error) {
+	t := &objects.Tree{Entries: make([]objects.Entry, 0, len(d.kids))}
+	for _, k := range d.kids {
+		e := objects.Entry{Name: filepath.Base(k.rel), Type: k.typ, Mode: k.mode, MTime: k.mtime}
+		switch k.typ {
+		case objects.TypeFile:
+			e.ID, e.Size = k.id, uint64(k.size)
+		case objects.TypeDir:
+			id, err := tx.buildTree(k)
+			if err != nil {
+				return objects.Zero, err
+			}
+			e.ID = id
+		case objects.TypeSymlink:
+			e.Target, e.Size = k.target, uint64(len(k.target))
+		}
+		t.Entries = append(t.Entries, e)
+	}
+	return tx.PutTree(t)
+}
+
+func (tx *Tx) setWorkspace(dir, name string, id objects.ID, branch string) error {
+	_, err := tx.Exec(`INSERT INTO workspaces(path, name, commit_id, branch, synced_at) VALUES(?,?,?,?,?)
+		ON CONFLICT(path) DO UPDATE SET name=excluded.name, commit_id=excluded.commit_id, branch=excluded.branch, synced_at=excluded.synced_at`,
+		dir, name, id[:], branch, time.Now().UnixNano())
+	if err != nil {
+		return fmt.Errorf("record workspace %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Version is art's version, recorded in commits.
+const Version = "0.1.0"
+
+// Author names who made a commit: user@host of the art process.
+func Author() string {
+	u := os.Getenv("SUDO_USER")
+	if u == "" {
+		if cur, err := user.Current(); err == nil {
+			u = cur.Username
+		} else {
+			u = fmt.Sprint(os.Getuid())
+		}
+	}
+	h, _ := os.Hostname()
+	return u + "@" + h
+}

@@ -1,0 +1,271 @@
+package repo
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	ignore "github.com/sabhiram/go-gitignore"
+
+	"github.com/artproject/art/objects"
+)
+
+// hostEntry is one path of a host workspace as a scan sees it.
+type hostEntry struct {
+	rel    string // slash-separated, relative to the workspace root
+	typ    objects.Type
+	mode   uint32
+	size   int64
+	mtime  int64
+	ctime  int64
+	ino    uint64
+	target string     // symlinks
+	id     objects.ID // files: content id once known
+	known  bool       // id came from the stat cache
+	kids   []*hostEntry
+}
+
+// syncedEntry is what the last push or pull recorded for a host path.
+type syncedEntry struct {
+	typ    objects.Type
+	mode   uint32
+	id     objects.ID
+	size   int64
+	mtime  int64
+	ctime  int64
+	ino    uint64
+	target string
+}
+
+// sameStat reports whether the host entry provably still holds the synced
+// content: same type, mode, size, times and inode.
+func (s *syncedEntry) sameStat(h *hostEntry) bool {
+	return s.typ == h.typ && s.mode == h.mode && s.size == h.size && s.mtime == h.mtime &&
+		s.ctime == h.ctime && s.ino == h.ino && s.target == h.target
+}
+
+// scanner walks a host workspace, applying the exclusions every command
+// shares: .art directories, .artignore, and the repository files.
+type scanner struct {
+	root     string
+	ignore   *ignore.GitIgnore
+	skipIno  map[[2]uint64]bool // (dev, ino) of repository files
+	skipPath map[string]bool    // absolute paths of repository files
+	warn     func(string)
+	cache    map[string]*syncedEntry
+	all      []*hostEntry // every entry in walk order (parents first)
+}
+
+func newScanner(r *Repo, root string, warn func(string)) (*scanner, error) {
+	s := &scanner{root: root, warn: warn, skipIno: map[[2]uint64]bool{}, skipPath: map[string]bool{}}
+	if r != nil {
+		for _, suf := range []string{"", "-wal", "-shm", "-journal"} {
+			p := r.Path + suf
+			s.skipPath[p] = true
+			var st syscall.Stat_t
+			if syscall.Stat(p, &st) == nil {
+				s.skipIno[[2]uint64{uint64(st.Dev), st.Ino}] = true
+			}
+		}
+	}
+	ig := filepath.Join(root, ".artignore")
+	if data, err := os.ReadFile(ig); err == nil {
+		s.ignore = ignore.CompileIgnoreLines(strings.Split(string(data), "\n")...)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read %s: %w", ig, err)
+	}
+	return s, nil
+}
+
+// excluded reports whether rel (slash-separated) is left out of the repository.
+func (s *scanner) excluded(rel string, isDir bool) bool {
+	base := path.Base(rel)
+	if base == ".art" && isDir {
+		return true
+	}
+	if s.ignore != nil {
+		p := rel
+		if isDir {
+			p += "/"
+		}
+		if s.ignore.MatchesPath(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *scanner) isRepoFile(abs string, st *syscall.Stat_t) bool {
+	return s.skipPath[abs] || s.skipIno[[2]uint64{uint64(st.Dev), st.Ino}]
+}
+
+func entryFromStat(rel string, st *syscall.Stat_t) (*hostEntry, bool) {
+	e := &hostEntry{
+		rel:   rel,
+		mode:  st.Mode & objects.PermMask,
+		mtime: st.Mtim.Nano(),
+		ctime: st.Ctim.Nano(),
+		ino:   st.Ino,
+	}
+	switch st.Mode & syscall.S_IFMT {
+	case syscall.S_IFREG:
+		e.typ = objects.TypeFile
+		e.size = st.Size
+	case syscall.S_IFDIR:
+		e.typ = objects.TypeDir
+	case syscall.S_IFLNK:
+		e.typ = objects.TypeSymlink
+		e.size = st.Size
+	case syscall.S_IFIFO:
+		e.typ = objects.TypeFifo
+	default:
+		return e, false
+	}
+	return e, true
+}
+
+// scan walks the workspace. The root entry has rel "".
+func (s *scanner) scan() (*hostEntry, error) {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(s.root, &st); err != nil {
+		return nil, fmt.Errorf("scan %s: %w", s.root, err)
+	}
+	root, _ := entryFromStat("", &st)
+	if root.typ != objects.TypeDir {
+		return nil, fmt.Errorf("scan %s: not a directory", s.root)
+	}
+	s.all = append(s.all, root)
+	return root, s.scanDir(root)
+}
+
+func (s *scanner) scanDir(dir *hostEntry) error {
+	abs := filepath.Join(s.root, filepath.FromSlash(dir.rel))
+	f, err := os.Open(abs)
+	if err != nil {
+		return fmt.Errorf("read directory %s: %w", abs, err)
+	}
+	names, err := f.Readdirnames(-1)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("read directory %s: %w", abs, err)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		rel := name
+		if dir.rel != "" {
+			rel = dir.rel + "/" + name
+		}
+		p := filepath.Join(abs, name)
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			if errors.Is(err, syscall.ENOENT) {
+				continue // deleted while we looked
+			}
+			return fmt.Errorf("stat %s: %w", p, err)
+		}
+		e, ok := entryFromStat(rel, &st)
+		if !ok {
+			if s.warn != nil {
+				s.warn(fmt.Sprintf("skipping %s: sockets and device files are not stored", p))
+			}
+			continue
+		}
+		if s.excluded(rel, e.typ == objects.TypeDir) || (e.typ == objects.TypeFile && s.isRepoFile(p, &st)) {
+			continue
+		}
+		if !objects.ValidName(name) {
+			return fmt.Errorf("cannot store %s: the name is not valid in a tree", p)
+		}
+		if e.typ == objects.TypeSymlink {
+			t, err := os.Readlink(p)
+			if err != nil {
+				return fmt.Errorf("read link %s: %w", p, err)
+			}
+			if t == "" || len(t) > objects.MaxTargetLen {
+				return fmt.Errorf("cannot store link %s: target length %d", p, len(t))
+			}
+			e.target = t
+			e.size = int64(len(t))
+		}
+		if c := s.cache[rel]; c != nil && e.typ == objects.TypeFile && c.sameStat(e) {
+			e.id, e.known = c.id, true
+		}
+		dir.kids = append(dir.kids, e)
+		s.all = append(s.all, e)
+		if e.typ == objects.TypeDir {
+			if err := s.scanDir(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (r *Repo) loadSynced(workspace string) (map[string]*syncedEntry, error) {
+	rows, err := r.DB.Query(`SELECT path, type, mode, id, size, mtime, ctime, ino, target FROM synced WHERE workspace=?`, workspace)
+	if err != nil {
+		return nil, fmt.Errorf("load sync state: %w", err)
+	}
+	defer rows.Close()
+	m := make(map[string]*syncedEntry)
+	for rows.Next() {
+		var p string
+		var id []byte
+		e := &syncedEntry{}
+		if err := rows.Scan(&p, &e.typ, &e.mode, &id, &e.size, &e.mtime, &e.ctime, &e.ino, &e.target); err != nil {
+			return nil, err
+		}
+		if len(id) == objects.IDSize {
+			copy(e.id[:], id)
+		}
+		m[p] = e
+	}
+	return m, rows.Err()
+}
+
+// saveSynced replaces the sync state of a workspace, writing only what changed.
+func (tx *Tx) saveSynced(workspace string, old map[string]*syncedEntry, now []*hostEntry) error {
+	del, err := tx.Prepare(`DELETE FROM synced WHERE workspace=? AND path=?`)
+	if err != nil {
+		return err
+	}
+	defer del.Close()
+	put, err := tx.Prepare(`INSERT INTO synced(workspace, path, type, mode, id, size, mtime, ctime, ino, target) VALUES(?,?,?,?,?,?,?,?,?,?)
+		ON CONFLICT(workspace, path) DO UPDATE SET type=excluded.type, mode=excluded.mode, id=excluded.id, size=excluded.size,
+		mtime=excluded.mtime, ctime=excluded.ctime, ino=excluded.ino, target=excluded.target`)
+	if err != nil {
+		return err
+	}
+	defer put.Close()
+	seen := make(map[string]bool, len(now))
+	for _, e := range now {
+		if e.rel == "" {
+			continue
+		}
+		seen[e.rel] = true
+		if o := old[e.rel]; o != nil && o.sameStat(e) && o.id == e.id {
+			continue
+		}
+		var id any
+		if e.typ == objects.TypeFile {
+			id = e.id[:]
+		}
+		if _, err := put.Exec(workspace, e.rel, e.typ, e.mode, id, e.size, e.mtime, e.ctime, e.ino, e.target); err != nil {
+			return fmt.Errorf("save sync state: %w", err)
+		}
+	}
+	for p := range old {
+		if !seen[p] {
+			if _, err := del.Exec(workspace, p); err != nil {
+				return fmt.Errorf("save sync state: %w", err)
+			}
+		}
+	}
+	return nil
+}

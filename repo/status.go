@@ -1,0 +1,89 @@
+package repo
+
+import (
+	"path/filepath"
+	"sort"
+
+	"github.com/artproject/art/objects"
+)
+
+// Drift is how a host workspace differs from what was last pushed or pulled.
+type Drift struct {
+	Synced                    bool // the workspace was ever pushed or pulled
+	Commit                    objects.ID
+	Added, Modified, Deleted []string
+}
+
+// Clean reports whether nothing changed.
+func (d *Drift) Clean() bool { return len(d.Added)+len(d.Modified)+len(d.Deleted) == 0 }
+
+// HostDrift compares a host workspace with its sync state. Files whose
+// stat changed are re-hashed, so a touch without a change is not drift.
+func (r *Repo) HostDrift(dir string) (*Drift, error) {
+	abs, err := CheckWorkspaceDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Drift{}
+	var cid []byte
+	if err := r.DB.QueryRow(`SELECT commit_id FROM workspaces WHERE path=?`, abs).Scan(&cid); err == nil {
+		d.Synced = true
+		if len(cid) == objects.IDSize {
+			copy(d.Commit[:], cid)
+		}
+	}
+	sc, err := newScanner(r, abs, nil)
+	if err != nil {
+		return nil, err
+	}
+	if sc.cache, err = r.loadSynced(abs); err != nil {
+		return nil, err
+	}
+	if _, err := sc.scan(); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, h := range sc.all[1:] {
+		seen[h.rel] = true
+		s := sc.cache[h.rel]
+		if s == nil {
+			d.Added = append(d.Added, h.rel)
+			continue
+		}
+		if s.typ != h.typ {
+			d.Modified = append(d.Modified, h.rel)
+			continue
+		}
+		switch h.typ {
+		case objects.TypeFile:
+			if h.known || s.mode != h.mode {
+				if s.mode != h.mode {
+					d.Modified = append(d.Modified, h.rel)
+				}
+				continue
+			}
+			id, _, _, err := hashFile(filepath.Join(abs, filepath.FromSlash(h.rel)), nil, func(chunkJob) error { return nil })
+			if err != nil {
+				return nil, err
+			}
+			if id != s.id {
+				d.Modified = append(d.Modified, h.rel)
+			}
+		case objects.TypeSymlink:
+			if h.target != s.target {
+				d.Modified = append(d.Modified, h.rel)
+			}
+		default:
+			if h.mode != s.mode {
+				d.Modified = append(d.Modified, h.rel)
+			}
+		}
+	}
+	for p := range sc.cache {
+		if !seen[p] {
+			d.Deleted = append(d.Deleted, p)
+		}
+	}
+	sort.Strings(d.Deleted)
+	return d, nil
+}

@@ -1,0 +1,379 @@
+package repo
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/artproject/art/objects"
+)
+
+// objCache keeps decoded trees and recently read chunks, bounded in bytes,
+// so the overlay's lower layer does not hit SQLite for every lookup.
+type objCache struct {
+	mu     sync.Mutex
+	trees  map[objects.ID]*objects.Tree
+	chunks *lru
+}
+
+func (c *objCache) init() {
+	c.trees = make(map[objects.ID]*objects.Tree)
+	c.chunks = newLRU(64 << 20)
+}
+
+const maxCachedTrees = 200000
+
+// LoadChunk returns a chunk's verified content.
+func (r *Repo) LoadChunk(id objects.ID) ([]byte, error) {
+	r.mu.Lock()
+	if v, ok := r.chunks.get(id); ok {
+		r.mu.Unlock()
+		return v, nil
+	}
+	r.mu.Unlock()
+	var size, enc int
+	var data []byte
+	err := r.DB.QueryRow(`SELECT size, enc, data FROM chunks WHERE id=?`, id[:]).Scan(&size, &enc, &data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("chunk %s: %w", id, objects.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chunk %s: %w", id, err)
+	}
+	raw, err := objects.Decompress(data, enc, size)
+	if err != nil {
+		return nil, fmt.Errorf("chunk %s: %w", id, err)
+	}
+	if len(raw) != size || objects.Hash(raw) != id {
+		return nil, fmt.Errorf("chunk %s: %w: content does not match its id", id, objects.ErrCorrupt)
+	}
+	r.mu.Lock()
+	r.chunks.add(id, raw)
+	r.mu.Unlock()
+	return raw, nil
+}
+
+// LoadFileChunks returns the chunk list of a file.
+func (r *Repo) LoadFileChunks(id objects.ID) ([]objects.ChunkRef, error) {
+	var list []byte
+	var size int64
+	err := r.DB.QueryRow(`SELECT size, chunks FROM files WHERE id=?`, id[:]).Scan(&size, &list)
+	if errors.Is(err, sql.ErrNoRows) {
+		var csize int64
+		err = r.DB.QueryRow(`SELECT size FROM chunks WHERE id=?`, id[:]).Scan(&csize)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("file %s: %w", id, objects.ErrNotFound)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", id, err)
+		}
+		return []objects.ChunkRef{{ID: id, Size: uint32(csize)}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", id, err)
+	}
+	refs, err := objects.DecodeChunkList(list)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", id, err)
+	}
+	var total int64
+	for _, ref := range refs {
+		total += int64(ref.Size)
+	}
+	if total != size {
+		return nil, fmt.Errorf("file %s: %w: chunk sizes add up to %d, not %d", id, objects.ErrCorrupt, total, size)
+	}
+	return refs, nil
+}
+
+// LoadTree returns a verified, decoded tree. Callers must not modify it.
+func (r *Repo) LoadTree(id objects.ID) (*objects.Tree, error) { return r.loadTree(r.DB, id, true) }
+
+// LoadTree reads a tree inside the transaction, seeing its own writes.
+// Trees read here are not cached: the transaction may still roll back.
+func (tx *Tx) LoadTree(id objects.ID) (*objects.Tree, error) { return tx.r.loadTree(tx, id, false) }
+
+func (r *Repo) loadTree(q querier, id objects.ID, cache bool) (*objects.Tree, error) {
+	r.mu.Lock()
+	if t, ok := r.trees[id]; ok {
+		r.mu.Unlock()
+		return t, nil
+	}
+	r.mu.Unlock()
+	var size, enc int
+	var data []byte
+	err := q.QueryRow(`SELECT size, enc, data FROM trees WHERE id=?`, id[:]).Scan(&size, &enc, &data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("tree %s: %w", id, objects.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", id, err)
+	}
+	raw, err := objects.Decompress(data, enc, size)
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", id, err)
+	}
+	if objects.Hash(raw) != id {
+		return nil, fmt.Errorf("tree %s: %w: content does not match its id", id, objects.ErrCorrupt)
+	}
+	t, err := objects.DecodeTree(raw)
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", id, err)
+	}
+	if cache {
+		r.mu.Lock()
+		if len(r.trees) >= maxCachedTrees {
+			clear(r.trees)
+		}
+		r.trees[id] = t
+		r.mu.Unlock()
+	}
+	return t, nil
+}
+
+// LoadCommit returns a verified, decoded commit.
+func (r *Repo) LoadCommit(id objects.ID) (*objects.Commit, error) { return loadCommit(r.DB, id) }
+
+// LoadCommit reads a commit inside the transaction.
+func (tx *Tx) LoadCommit(id objects.ID) (*objects.Commit, error) { return loadCommit(tx, id) }
+
+func loadCommit(q querier, id objects.ID) (*objects.Commit, error) {
+	var data []byte
+	err := q.QueryRow(`SELECT data FROM commits WHERE id=?`, id[:]).Scan(&data)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("commit %s: %w", id, objects.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: %w", id, err)
+	}
+	if objects.Hash(data) != id {
+		return nil, fmt.Errorf("commit %s: %w: content does not match its id", id, objects.ErrCorrupt)
+	}
+	c, err := objects.DecodeCommit(data)
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// ReadFile returns the whole content of a small stored file.
+func (r *Repo) ReadFile(id objects.ID, size int64) ([]byte, error) {
+	fr, err := objects.NewFileReader(r, id, size)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, size)
+	if _, err := io.ReadFull(fr, buf); err != nil && size > 0 {
+		return nil, fmt.Errorf("read file %s: %w", id.Short(), err)
+	}
+	return buf, nil
+}
+
+var _ objects.Loader = (*Repo)(nil)
+
+// Tx is a write transaction on the object store and refs.
+type Tx struct {
+	*sql.Tx
+	r          *Repo
+	putChunk   *sql.Stmt
+	hasChunk   *sql.Stmt
+	putTree    *sql.Stmt
+	NewObjects int   // objects written by this transaction
+	NewBytes   int64 // stored (compressed) bytes written
+}
+
+// Begin starts a write transaction (BEGIN IMMEDIATE).
+func (r *Repo) Begin() (*Tx, error) {
+	sqlTx, err := r.DB.Begin()
+	if err != nil {
+		return nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	tx := &Tx{Tx: sqlTx, r: r}
+	for _, p := range []struct {
+		s **sql.Stmt
+		q string
+	}{
+		{&tx.putChunk, `INSERT INTO chunks(id, size, enc, data) VALUES(?, ?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&tx.hasChunk, `SELECT 1 FROM chunks WHERE id=?`},
+		{&tx.putTree, `INSERT INTO trees(id, size, enc, data) VALUES(?, ?, ?, ?) ON CONFLICT DO NOTHING`},
+	} {
+		if *p.s, err = sqlTx.Prepare(p.q); err != nil {
+			sqlTx.Rollback()
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+	}
+	return tx, nil
+}
+
+// HasChunk reports whether a chunk is stored.
+func (tx *Tx) HasChunk(id objects.ID) (bool, error) {
+	var one int
+	err := tx.hasChunk.QueryRow(id[:]).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// PutChunkEncoded stores a chunk already compressed by the caller.
+func (tx *Tx) PutChunkEncoded(id objects.ID, rawSize int, enc int, data []byte) error {
+	res, err := tx.putChunk.Exec(id[:], rawSize, enc, data)
+	if err != nil {
+		return fmt.Errorf("store chunk %s: %w", id.Short(), err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		tx.NewObjects++
+		tx.NewBytes += int64(len(data))
+	}
+	return nil
+}
+
+// PutChunk compresses and stores a chunk unless it is already stored.
+func (tx *Tx) PutChunk(data []byte) (objects.ID, error) {
+	id := objects.Hash(data)
+	if ok, err := tx.HasChunk(id); err != nil || ok {
+		return id, err
+	}
+	enc, how := objects.Compress(data)
+	return id, tx.PutChunkEncoded(id, len(data), how, enc)
+}
+
+// PutFileList records the chunk list of a multi-chunk file.
+func (tx *Tx) PutFileList(id objects.ID, size int64, refs []objects.ChunkRef) error {
+	if len(refs) <= 1 {
+		return nil
+	}
+	res, err := tx.Exec(`INSERT INTO files(id, size, chunks) VALUES(?, ?, ?) ON CONFLICT DO NOTHING`, id[:], size, objects.EncodeChunkList(refs))
+	if err != nil {
+		return fmt.Errorf("store file %s: %w", id.Short(), err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		tx.NewObjects++
+	}
+	return nil
+}
+
+// PutFile chunks, hashes and stores a stream, returning its file id and size.
+func (tx *Tx) PutFile(rd io.Reader) (objects.ID, int64, error) {
+	ch := objects.NewChunker(rd, nil)
+	h := objects.NewHasher()
+	var refs []objects.ChunkRef
+	var size int64
+	for {
+		c, err := ch.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return objects.Zero, 0, err
+		}
+		h.Write(c)
+		id, err := tx.PutChunk(c)
+		if err != nil {
+			return objects.Zero, 0, err
+		}
+		refs = append(refs, objects.ChunkRef{ID: id, Size: uint32(len(c))})
+		size += int64(len(c))
+	}
+	if size == 0 {
+		if _, err := tx.PutChunk(nil); err != nil {
+			return objects.Zero, 0, err
+		}
+		return objects.Hash(nil), 0, nil
+	}
+	id := h.Sum()
+	return id, size, tx.PutFileList(id, size, refs)
+}
+
+// PutTree stores a tree and returns its id.
+func (tx *Tx) PutTree(t *objects.Tree) (objects.ID, error) {
+	raw, id, err := objects.EncodeTree(t)
+	if err != nil {
+		return objects.Zero, err
+	}
+	enc, how := objects.Compress(raw)
+	res, err := tx.putTree.Exec(id[:], len(raw), how, enc)
+	if err != nil {
+		return objects.Zero, fmt.Errorf("store tree %s: %w", id.Short(), err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		tx.NewObjects++
+		tx.NewBytes += int64(len(enc))
+	}
+	return id, nil
+}
+
+// PutCommit stores a commit and returns its id.
+func (tx *Tx) PutCommit(c *objects.Commit) (objects.ID, error) {
+	raw, id, err := objects.EncodeCommit(c)
+	if err != nil {
+		return objects.Zero, err
+	}
+	if _, err := tx.Exec(`INSERT INTO commits(id, data) VALUES(?, ?) ON CONFLICT DO NOTHING`, id[:], raw); err != nil {
+		return objects.Zero, fmt.Errorf("store commit %s: %w", id.Short(), err)
+	}
+	tx.NewObjects++
+	tx.NewBytes += int64(len(raw))
+	return id, nil
+}
+
+// EmptyTree stores and returns the id of the empty directory.
+func (tx *Tx) EmptyTree() (objects.ID, error) { return tx.PutTree(&objects.Tree{}) }
+
+// lru is a byte-bounded least-recently-used cache of chunk contents.
+type lru struct {
+	max, used int
+	m         map[objects.ID]*lruItem
+	head      lruItem // sentinel: head.next is the most recent
+}
+
+type lruItem struct {
+	id         objects.ID
+	data       []byte
+	prev, next *lruItem
+}
+
+func newLRU(max int) *lru {
+	l := &lru{max: max, m: make(map[objects.ID]*lruItem)}
+	l.head.next, l.head.prev = &l.head, &l.head
+	return l
+}
+
+func (l *lru) unlink(it *lruItem) { it.prev.next, it.next.prev = it.next, it.prev }
+func (l *lru) front(it *lruItem) {
+	it.next, it.prev = l.head.next, &l.head
+	l.head.next.prev = it
+	l.head.next = it
+}
+
+func (l *lru) get(id objects.ID) ([]byte, bool) {
+	it, ok := l.m[id]
+	if !ok {
+		return nil, false
+	}
+	l.unlink(it)
+	l.front(it)
+	return it.data, true
+}
+
+func (l *lru) add(id objects.ID, data []byte) {
+	if len(data) > l.max/8 {
+		return
+	}
+	if _, ok := l.m[id]; ok {
+		return
+	}
+	it := &lruItem{id: id, data: data}
+	l.m[id] = it
+	l.front(it)
+	l.used += len(data)
+	for l.used > l.max {
+		last := l.head.prev
+		l.unlink(last)
+		delete(l.m, last.id)
+		l.used -= len(last.data)
+	}
+}
+

@@ -1,0 +1,216 @@
+package repo
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/artproject/art/objects"
+)
+
+// Worktree states.
+const (
+	StateLive        = "live"
+	StateInterrupted = "interrupted"
+)
+
+// Worktree is one live or interrupted session with its own upper layer.
+type Worktree struct {
+	ID         int64
+	Branch     string
+	Base       objects.ID
+	Pid        int
+	PidStart   int64 // start time of Pid (from /proc), to detect pid reuse
+	Mountpoint string
+	State      string
+	Kind       string // "run" or "mount"
+	Session    string // JSON of the session being recorded (argv, start...)
+	Pending    int    // upper-layer entries not yet committed
+	Created    int64
+}
+
+// ErrNoWorktree is returned for unknown worktree ids.
+var ErrNoWorktree = errors.New("no such worktree")
+
+func scanWorktree(sc interface{ Scan(...any) error }) (*Worktree, error) {
+	w := &Worktree{}
+	var base []byte
+	if err := sc.Scan(&w.ID, &w.Branch, &base, &w.Pid, &w.PidStart, &w.Mountpoint, &w.State, &w.Kind, &w.Session, &w.Created, &w.Pending); err != nil {
+		return nil, err
+	}
+	var err error
+	w.Base, err = objects.FromBytes(base)
+	return w, err
+}
+
+const worktreeCols = `id, branch, base, pid, pid_start, mountpoint, state, kind, session, created,
+	(SELECT count(*) FROM upper_dirents d WHERE d.wt=worktrees.id) + (SELECT count(*) FROM upper_inodes i WHERE i.wt=worktrees.id AND i.type != 2)`
+
+// Worktrees lists worktrees, marking those whose owner died as interrupted.
+func (r *Repo) Worktrees() ([]*Worktree, error) {
+	rows, err := r.DB.Query(`SELECT ` + worktreeCols + ` FROM worktrees ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list worktrees: %w", err)
+	}
+	defer rows.Close()
+	var out []*Worktree
+	for rows.Next() {
+		w, err := scanWorktree(rows)
+		if err != nil {
+			return nil, err
+		}
+		if w.State == StateLive && !ProcessAlive(w.Pid, w.PidStart) {
+			w.State = StateInterrupted
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// Worktree returns one worktree.
+func (r *Repo) Worktree(id int64) (*Worktree, error) {
+	w, err := scanWorktree(r.DB.QueryRow(`SELECT `+worktreeCols+` FROM worktrees WHERE id=?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: #%d (list them with 'art status')", ErrNoWorktree, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if w.State == StateLive && !ProcessAlive(w.Pid, w.PidStart) {
+		w.State = StateInterrupted
+	}
+	return w, nil
+}
+
+// CreateWorktree registers a live worktree for the calling process on a
+// branch. A branch with a live worktree is refused; an interrupted one is
+// taken over (its pending changes are kept), so nothing is lost.
+func (r *Repo) CreateWorktree(branch, kind, mountpoint, session string) (*Worktree, bool, error) {
+	tx, err := r.Begin()
+	if err != nil {
+		return nil, false, err
+	}
+	defer tx.Rollback()
+	rows, err := tx.Query(`SELECT `+worktreeCols+` FROM worktrees WHERE branch=? ORDER BY id`, branch)
+	if err != nil {
+		return nil, false, err
+	}
+	var existing []*Worktree
+	for rows.Next() {
+		w, err := scanWorktree(rows)
+		if err != nil {
+			rows.Close()
+			return nil, false, err
+		}
+		existing = append(existing, w)
+	}
+	rows.Close()
+	pid := os.Getpid()
+	start := ProcessStart(pid)
+	now := time.Now().UnixNano()
+	for _, w := range existing {
+		if w.State == StateLive && ProcessAlive(w.Pid, w.PidStart) {
+			return nil, false, fmt.Errorf("%w: branch %s is in use by worktree #%d (pid %d); start another attempt on a new branch with -b NEW-NAME", ErrBranchInUse, branch, w.ID, w.Pid)
+		}
+	}
+	if len(existing) > 0 {
+		// Resume the interrupted worktree: its upper layer holds work.
+		w := existing[0]
+		if _, err := tx.Exec(`UPDATE worktrees SET pid=?, pid_start=?, mountpoint=?, state=?, kind=?, updated=? WHERE id=?`,
+			pid, start, mountpoint, StateLive, kind, now, w.ID); err != nil {
+			return nil, false, err
+		}
+		w.Pid, w.PidStart, w.Mountpoint, w.State, w.Kind = pid, start, mountpoint, StateLive, kind
+		return w, true, tx.Commit()
+	}
+	tip, err := tx.BranchTip(branch)
+	if err != nil {
+		return nil, false, err
+	}
+	res, err := tx.Exec(`INSERT INTO worktrees(branch, base, pid, pid_start, mountpoint, state, kind, session, created, updated) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+		branch, tip[:], pid, start, mountpoint, StateLive, kind, session, now, now)
+	if err != nil {
+		return nil, false, fmt.Errorf("create worktree: %w", err)
+	}
+	id, _ := res.LastInsertId()
+	if err := tx.Commit(); err != nil {
+		return nil, false, err
+	}
+	return &Worktree{ID: id, Branch: branch, Base: tip, Pid: pid, PidStart: start, Mountpoint: mountpoint, State: StateLive, Kind: kind, Session: session, Created: now}, false, nil
+}
+
+// SetWorktreeState records a state change (e.g. live → interrupted).
+func (r *Repo) SetWorktreeState(id int64, state string) error {
+	_, err := r.DB.Exec(`UPDATE worktrees SET state=?, updated=? WHERE id=?`, state, time.Now().UnixNano(), id)
+	return err
+}
+
+// DeleteWorktree removes a worktree and its upper layer inside tx.
+func (tx *Tx) DeleteWorktree(id int64) error {
+	_, err := tx.Exec(`DELETE FROM worktrees WHERE id=?`, id)
+	return err
+}
+
+// WorktreeRoots names what upper layers reference, for gc.
+func (r *Repo) WorktreeRoots() (trees, files []objects.ID, err error) {
+	rows, err := r.DB.Query(`SELECT type, base FROM upper_inodes WHERE base IS NOT NULL
+		UNION ALL SELECT 1, chunk FROM upper_blocks`)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var typ int
+		var b []byte
+		if err := rows.Scan(&typ, &b); err != nil {
+			return nil, nil, err
+		}
+		id, err := objects.FromBytes(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		if objects.Type(typ) == objects.TypeDir {
+			trees = append(trees, id)
+		} else {
+			files = append(files, id)
+		}
+	}
+	return trees, files, rows.Err()
+}
+
+// ProcessStart returns a process's start time in clock ticks since boot
+// (field 22 of /proc/PID/stat), or 0 if unknown.
+func ProcessStart(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseInt(f[19], 10, 64)
+	return v
+}
+
+// ProcessAlive reports whether pid still runs and is the same process
+// (same start time), not a later one that reused the number.
+func ProcessAlive(pid int, start int64) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	return start == 0 || ProcessStart(pid) == start
+}
