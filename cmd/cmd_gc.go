@@ -9,10 +9,10 @@ import (
 func newGCCmd(g *globals) *cobra.Command {
 	var dir string
 	c := &cobra.Command{
-		Use:   "gc",
-		Short: "delete objects no branch, HEAD or worktree reaches",
+		Use:     "gc",
+		Short:   "delete objects no branch, HEAD or worktree reaches",
 		Example: `  art branch -d old-attempt && art gc`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			r, err := g.openRepo(dir)
 			if err != nil {

@@ -36,9 +36,9 @@ func (t Type) String() string {
 // Limits enforced on decoded trees: they bound the memory a hostile
 // encoding can make art allocate.
 const (
-	MaxNameLen   = 255     // NAME_MAX
-	MaxTargetLen = 4096    // PATH_MAX
-	MaxXattrName = 255     // XATTR_NAME_MAX
+	MaxNameLen   = 255      // NAME_MAX
+	MaxTargetLen = 4096     // PATH_MAX
+	MaxXattrName = 255      // XATTR_NAME_MAX
 	MaxXattrSize = 64 << 10 // XATTR_SIZE_MAX
 	MaxXattrs    = 256
 	PermMask     = 0o7777 // mode bits kept: permissions, setuid, setgid, sticky

@@ -35,10 +35,10 @@ type PullResult struct {
 type pullOp uint8
 
 const (
-	opKeep    pullOp = iota // same content; metadata may be refreshed
-	opWrite                 // create or replace with the stored entry
-	opDelete                // remove the host entry (the repository held it)
-	opLeave                 // host-only content the repository never held
+	opKeep   pullOp = iota // same content; metadata may be refreshed
+	opWrite                // create or replace with the stored entry
+	opDelete               // remove the host entry (the repository held it)
+	opLeave                // host-only content the repository never held
 )
 
 type pullNode struct {
@@ -58,7 +58,7 @@ type puller struct {
 	conflicts []string
 	res       PullResult
 	report    func(string)
-	ws        string // workspace name, for reported paths
+	ws        string       // workspace name, for reported paths
 	synced    []*hostEntry // the stored tree as written, for the sync state
 }
 

@@ -11,12 +11,12 @@ import (
 
 // Ref errors.
 var (
-	ErrBranchExists   = errors.New("branch already exists")
-	ErrNoBranch       = errors.New("no such branch")
-	ErrBadBranchName  = errors.New("invalid branch name")
-	ErrCurrentBranch  = errors.New("cannot delete the current branch")
-	ErrBranchInUse    = errors.New("branch has a live session")
-	ErrNoCommits      = errors.New("no commits yet")
+	ErrBranchExists  = errors.New("branch already exists")
+	ErrNoBranch      = errors.New("no such branch")
+	ErrBadBranchName = errors.New("invalid branch name")
+	ErrCurrentBranch = errors.New("cannot delete the current branch")
+	ErrBranchInUse   = errors.New("branch has a live session")
+	ErrNoCommits     = errors.New("no commits yet")
 )
 
 // CheckBranchName applies git's check-ref-format rules to a branch name.

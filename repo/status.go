@@ -9,8 +9,8 @@ import (
 
 // Drift is how a host workspace differs from what was last pushed or pulled.
 type Drift struct {
-	Synced                    bool // the workspace was ever pushed or pulled
-	Commit                    objects.ID
+	Synced                   bool // the workspace was ever pushed or pulled
+	Commit                   objects.ID
 	Added, Modified, Deleted []string
 }
 

@@ -376,4 +376,3 @@ func (l *lru) add(id objects.ID, data []byte) {
 		l.used -= len(last.data)
 	}
 }
-
