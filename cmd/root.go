@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -81,7 +82,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ce.code
 	}
 	fmt.Fprintln(stderr, "art:", err)
-	if isFlagError(err) {
+	// cobra reports an unknown subcommand with a plain error.
+	if isFlagError(err) || strings.HasPrefix(err.Error(), "unknown command ") {
 		return exitUsage
 	}
 	return exitError
@@ -121,7 +123,7 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 	for _, c := range []*cobra.Command{
 		newInitCmd(g), newPushCmd(g), newPullCmd(g), newLogCmd(g), newShowCmd(g),
 		newDiffCmd(g), newBranchCmd(g), newCheckoutCmd(g), newStatusCmd(g),
-		newGCCmd(g), newFsckCmd(g),
+		newGCCmd(g), newFsckCmd(g), newMountCmd(g), newCommitCmd(g),
 	} {
 		// -d is --db everywhere except 'art branch', where it deletes (as in git).
 		short := "d"
@@ -129,6 +131,15 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 			short = ""
 		}
 		c.Flags().StringVarP(&g.db, "db", short, "", "repository file (default $ART_DB, else .art/art.db above the workspace)")
+		// A wrong number of arguments is a usage error (exit 2), like a bad flag.
+		if check := c.Args; check != nil {
+			c.Args = func(c *cobra.Command, args []string) error {
+				if err := check(c, args); err != nil {
+					return &flagError{err}
+				}
+				return nil
+			}
+		}
 		root.AddCommand(c)
 	}
 	return root
@@ -147,5 +158,6 @@ func (g *globals) openRepo(workspace string) (*repo.Repo, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.cleanupStale(r)
 	return r, nil
 }

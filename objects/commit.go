@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // Commit records one state of the whole home tree.
@@ -42,6 +44,20 @@ const commitMagic = "artcommit\x01\n"
 func (c *Commit) Encode() ([]byte, error) {
 	if c.Parents == nil {
 		c.Parents = []ID{}
+	}
+	// JSON cannot carry invalid UTF-8: encoding/json writes it as \ufffd
+	// escapes, which decode to a different string, so the commit would
+	// never re-encode to its own bytes and could not be read back.
+	c.Author, c.Message = validUTF8(c.Author), validUTF8(c.Message)
+	if s := c.Session; s != nil {
+		s.Mode, s.Workspace, s.Status = validUTF8(s.Mode), validUTF8(s.Workspace), validUTF8(s.Status)
+		s.Signal, s.Version = validUTF8(s.Signal), validUTF8(s.Version)
+		for i, a := range s.Argv {
+			if v := validUTF8(a); v != a {
+				s.Argv = append([]string(nil), s.Argv...)
+				s.Argv[i] = v
+			}
+		}
 	}
 	if c.Session != nil && c.Session.Policy != nil {
 		var buf bytes.Buffer
@@ -92,3 +108,11 @@ func DecodeCommit(data []byte) (*Commit, error) {
 
 // ErrNotFound is returned by loaders for ids they do not hold.
 var ErrNotFound = errors.New("object not found")
+
+// validUTF8 replaces invalid UTF-8 in s with U+FFFD.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}

@@ -91,6 +91,27 @@ func NewFileReader(l Loader, id ID, size int64) (*FileReader, error) {
 	return fr, nil
 }
 
+// OpenFile returns a reader for a stored file whose size the caller does
+// not know; the size is the sum of its chunks.
+func OpenFile(l Loader, id ID) (*FileReader, error) {
+	refs, err := l.LoadFileChunks(id)
+	if err != nil {
+		return nil, err
+	}
+	var size int64
+	for _, r := range refs {
+		size += int64(r.Size)
+	}
+	fr := &FileReader{l: l, refs: refs, starts: make([]int64, len(refs)+1)}
+	var off int64
+	for i, r := range refs {
+		fr.starts[i] = off
+		off += int64(r.Size)
+	}
+	fr.starts[len(refs)] = size
+	return fr, nil
+}
+
 // Size returns the content length.
 func (fr *FileReader) Size() int64 { return fr.starts[len(fr.starts)-1] }
 
@@ -100,6 +121,9 @@ func (fr *FileReader) Chunks() ([]ChunkRef, []int64) { return fr.refs, fr.starts
 // ReadAt implements io.ReaderAt.
 func (fr *FileReader) ReadAt(p []byte, off int64) (int, error) {
 	size := fr.Size()
+	if off < 0 {
+		return 0, fmt.Errorf("read at offset %d: negative offset", off)
+	}
 	if off >= size {
 		return 0, io.EOF
 	}

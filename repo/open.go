@@ -93,7 +93,10 @@ CREATE TABLE upper_blocks(
 
 func dsn(path string, readOnly bool) string {
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(30000)", "foreign_keys(1)", "synchronous(NORMAL)", "cache_size(-65536)", "temp_store(MEMORY)"} {
+	// journal_mode is not set here: WAL is persistent, so setting it on
+	// every connection would rewrite a foreign SQLite file before open
+	// finds out it is not a repository. open sets it once, after that.
+	for _, p := range []string{"busy_timeout(30000)", "foreign_keys(1)", "synchronous(NORMAL)", "cache_size(-65536)", "temp_store(MEMORY)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -165,6 +168,11 @@ func open(abs string, create bool) (*Repo, error) {
 	if err := r.migrate(create); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open repository %s: %w", abs, err)
+	}
+	var mode string
+	if err := db.QueryRow(`PRAGMA journal_mode=WAL`).Scan(&mode); err != nil || !strings.EqualFold(mode, "wal") {
+		db.Close()
+		return nil, fmt.Errorf("open repository %s: cannot enable WAL (journal mode %q): %v", abs, mode, err)
 	}
 	return r, nil
 }

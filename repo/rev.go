@@ -24,6 +24,9 @@ func (r *Repo) Resolve(rev string) (objects.ID, error) {
 	}
 	for suffix != "" {
 		op := suffix[0]
+		if op != '~' && op != '^' {
+			return objects.Zero, fmt.Errorf("%w %q: unexpected %q after a ~ or ^ (use REV~N or REV^N)", ErrUnknownRev, rev, suffix)
+		}
 		suffix = suffix[1:]
 		j := 0
 		for j < len(suffix) && suffix[j] >= '0' && suffix[j] <= '9' {

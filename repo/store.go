@@ -219,6 +219,9 @@ func (tx *Tx) HasChunk(id objects.ID) (bool, error) {
 
 // PutChunkEncoded stores a chunk already compressed by the caller.
 func (tx *Tx) PutChunkEncoded(id objects.ID, rawSize int, enc int, data []byte) error {
+	if data == nil {
+		data = []byte{} // the empty chunk: a nil slice would bind as NULL
+	}
 	res, err := tx.putChunk.Exec(id[:], rawSize, enc, data)
 	if err != nil {
 		return fmt.Errorf("store chunk %s: %w", id.Short(), err)

@@ -1,0 +1,195 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artproject/art/fuse"
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/overlay"
+	"github.com/artproject/art/repo"
+)
+
+func newMountCmd(g *globals) *cobra.Command {
+	var branch string
+	var ro, debug bool
+	c := &cobra.Command{
+		Use:   "mount [-b BRANCH] [--ro] DIR",
+		Short: "mount a writable copy-on-write view of a branch at DIR",
+		Long: `mount serves the latest commit of BRANCH (default: the current branch) at
+DIR, in the foreground. Writes go to the worktree's upper layer in the
+repository; Ctrl-C or SIGTERM unmounts and records what changed as a commit
+("mount session"). If art dies, the next art command removes the stale mount
+and 'art commit' records the pending changes. One live worktree per branch.`,
+		Example: `  mkdir /tmp/view && art mount -b main /tmp/view
+  art mount --ro -b attempt-1 /tmp/view`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			mp, err := fuse.CheckMountpoint(args[0])
+			if err != nil {
+				return err
+			}
+			if err := fuse.CheckFUSE(); err != nil {
+				return err
+			}
+			r, err := g.openRepo(".")
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			if branch == "" {
+				h, err := r.Head()
+				if err != nil {
+					return err
+				}
+				if h.Detached() {
+					return errors.New("HEAD is detached; name a branch with -b (create one with 'art branch NAME')")
+				}
+				branch = h.Branch
+			}
+			if _, err := r.BranchTip(branch); err != nil {
+				return fmt.Errorf("%w (create it with 'art branch %s', or list branches with 'art branch')", err, branch)
+			}
+			wt, resumed, err := r.CreateWorktree(branch, "mount", mp, "")
+			if err != nil {
+				return err
+			}
+			if resumed {
+				fmt.Fprintf(g.stderr, "art: resuming interrupted worktree #%d on %s with its pending changes\n", wt.ID, branch)
+			}
+			logger := log.New(g.stderr, "", log.LstdFlags)
+			ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, ReadOnly: ro})
+			if err != nil {
+				r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+				return err
+			}
+			srv, err := fuse.Mount(mp, ofs, fuse.Options{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), AllowOther: os.Geteuid() == 0, Debug: debug, Log: logger})
+			if err != nil {
+				ofs.Close()
+				r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+				return fmt.Errorf("mount %s: %w", mp, err)
+			}
+			fmt.Fprintf(g.stderr, "art: %s mounted at %s (worktree #%d); Ctrl-C or SIGTERM unmounts and commits\n", branch, mp, wt.ID)
+			sig := make(chan os.Signal, 2)
+			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			done := make(chan struct{})
+			go func() { srv.Wait(); close(done) }()
+			select {
+			case <-sig:
+			case <-done:
+			}
+			signal.Stop(sig)
+			if err := srv.Unmount(); err != nil {
+				syscall.Unmount(mp, syscall.MNT_DETACH)
+			}
+			<-done
+			if ro {
+				ofs.Close()
+				tx, err := r.Begin()
+				if err == nil {
+					tx.DeleteWorktree(wt.ID)
+					tx.Commit()
+				}
+				return nil
+			}
+			id, err := ofs.Commit(overlay.CommitOptions{Message: "mount session", Session: &objects.Session{Mode: "mount", Version: repo.Version, Start: wt.Created}})
+			if errors.Is(err, overlay.ErrNothingToCommit) {
+				tx, terr := r.Begin()
+				if terr == nil {
+					tx.DeleteWorktree(wt.ID)
+					tx.Commit()
+				}
+				fmt.Fprintln(g.stderr, "art: nothing changed; no commit recorded")
+				return nil
+			}
+			if err != nil {
+				r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+				return fmt.Errorf("%w (the changes stay in worktree #%d; record them with 'art commit --worktree %d')", err, wt.ID, wt.ID)
+			}
+			fmt.Fprintf(g.stdout, "[%s %s] mount session\n", branch, id.Short())
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&branch, "branch", "b", "", "branch to mount (default: the current branch)")
+	c.Flags().BoolVar(&ro, "ro", false, "read-only view; nothing is recorded")
+	c.Flags().BoolVar(&debug, "debug", false, "log every FUSE request")
+	return c
+}
+
+func newCommitCmd(g *globals) *cobra.Command {
+	var msg string
+	var wtID int64
+	c := &cobra.Command{
+		Use:   "commit [-M MSG] [--worktree ID]",
+		Short: "record the pending changes of an interrupted worktree",
+		Long: `commit records what an interrupted session (art run or art mount whose
+process died) left in its worktree as a commit on its branch. With one
+interrupted worktree, --worktree is optional; 'art status' lists them.`,
+		Example: `  art status
+  art commit --worktree 3 -M "recovered session"`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			r, err := g.openRepo(".")
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			wts, err := r.Worktrees()
+			if err != nil {
+				return err
+			}
+			var wt *repo.Worktree
+			for _, w := range wts {
+				if (wtID == 0 || w.ID == wtID) && w.State == repo.StateInterrupted {
+					if wt != nil {
+						return fmt.Errorf("several interrupted worktrees (#%d, #%d, ...); pick one with --worktree ID (see 'art status')", wt.ID, w.ID)
+					}
+					wt = w
+				}
+			}
+			if wt == nil {
+				if wtID != 0 {
+					for _, w := range wts {
+						if w.ID == wtID {
+							return fmt.Errorf("worktree #%d is live (pid %d); it records its own commit when it ends", w.ID, w.Pid)
+						}
+					}
+					return fmt.Errorf("%w: #%d (see 'art status')", repo.ErrNoWorktree, wtID)
+				}
+				return errors.New("nothing to commit: no interrupted worktree (see 'art status')")
+			}
+			return commitWorktree(g, r, wt, msg)
+		},
+	}
+	c.Flags().StringVarP(&msg, "message", "M", "", "commit message (default: the session's, marked interrupted)")
+	c.Flags().Int64Var(&wtID, "worktree", 0, "worktree id (see 'art status')")
+	return c
+}
+
+// commitWorktree records an interrupted worktree as a commit.
+func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg string) error {
+	ofs, err := overlay.Open(r, wt, overlay.Options{Log: log.New(g.stderr, "", log.LstdFlags)})
+	if err != nil {
+		return err
+	}
+	sess, defMsg := interruptedSession(wt)
+	if msg == "" {
+		msg = defMsg
+	}
+	allowEmpty := wt.Kind == "run" // every session is recorded, even an empty one
+	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: allowEmpty})
+	if errors.Is(err, overlay.ErrNothingToCommit) {
+		return fmt.Errorf("nothing to commit: worktree #%d has no changes", wt.ID)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "[%s %s] %s\n", wt.Branch, id.Short(), firstLine(msg))
+	return nil
+}

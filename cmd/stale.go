@@ -1,0 +1,46 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/artproject/art/fuse"
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/repo"
+)
+
+// cleanupStale removes the mounts of worktrees whose art process died and
+// marks them interrupted, so no dead mount outlives the next command.
+func (g *globals) cleanupStale(r *repo.Repo) {
+	wts, err := r.Worktrees()
+	if err != nil {
+		return
+	}
+	for _, w := range wts {
+		if w.State != repo.StateInterrupted {
+			continue
+		}
+		if done, err := fuse.CleanupStale(w.Mountpoint); err != nil {
+			fmt.Fprintf(g.stderr, "art: warning: %v\n", err)
+		} else if done {
+			fmt.Fprintf(g.stderr, "art: removed the stale mount of interrupted worktree #%d at %s (record its changes with 'art commit --worktree %d')\n", w.ID, w.Mountpoint, w.ID)
+		}
+		r.SetWorktreeState(w.ID, repo.StateInterrupted)
+	}
+}
+
+// interruptedSession rebuilds the session record of a worktree whose
+// process died, marked "interrupted".
+func interruptedSession(wt *repo.Worktree) (*objects.Session, string) {
+	var s objects.Session
+	if wt.Session != "" && json.Unmarshal([]byte(wt.Session), &s) == nil {
+		s.Status = "interrupted"
+		msg := "interrupted session"
+		if len(s.Argv) > 0 {
+			msg = "run (interrupted): " + strings.Join(s.Argv, " ")
+		}
+		return &s, msg
+	}
+	return &objects.Session{Mode: wt.Kind, Status: "interrupted", Version: repo.Version, Start: wt.Created}, wt.Kind + " session (interrupted)"
+}

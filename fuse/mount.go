@@ -1,0 +1,116 @@
+package fuse
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// CheckMountpoint refuses mount points that are missing, not directories,
+// not empty, or already mounted.
+func CheckMountpoint(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("mount point %s: %w (create an empty directory first)", abs, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("mount point %s: not a directory", abs)
+	}
+	if mounted, _ := IsMountpoint(abs); mounted {
+		return "", fmt.Errorf("mount point %s: already a mount point (unmount it first: fusermount3 -u %s)", abs, abs)
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return "", fmt.Errorf("mount point %s: %w", abs, err)
+	}
+	names, _ := f.Readdirnames(1)
+	f.Close()
+	if len(names) > 0 {
+		return "", fmt.Errorf("mount point %s: not empty (mount on an empty directory)", abs)
+	}
+	return abs, nil
+}
+
+// IsMountpoint reports whether dir is a mount point of this mount namespace.
+func IsMountpoint(dir string) (bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && unescapeMount(fields[4]) == dir {
+			return true, nil
+		}
+	}
+	return false, sc.Err()
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// CheckFUSE reports what is missing to mount: /dev/fuse, and
+// fusermount3 for unprivileged users.
+func CheckFUSE() error {
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("cannot use /dev/fuse: %w (install fuse3: apt-get install -y fuse3; in a container, pass --device /dev/fuse)", err)
+	}
+	f.Close()
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			return errors.New("fusermount3 not found (install it: apt-get install -y fuse3)")
+		}
+	}
+	return nil
+}
+
+// CleanupStale lazily unmounts a mount point whose server died: the kernel
+// then answers ENOTCONN for it. A live mount is left alone.
+func CleanupStale(dir string) (bool, error) {
+	if dir == "" {
+		return false, nil
+	}
+	mounted, err := IsMountpoint(dir)
+	if err != nil || !mounted {
+		return false, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err == nil || !errors.Is(err, syscall.ENOTCONN) {
+		return false, nil
+	}
+	if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+		if out, ferr := exec.Command("fusermount3", "-uz", dir).CombinedOutput(); ferr != nil {
+			return false, fmt.Errorf("unmount stale %s: %v (%s)", dir, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,455 @@
+package fuse
+
+import (
+	"context"
+	"log"
+	"os"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/overlay"
+)
+
+// The go-fuse interfaces Node implements.
+var (
+	_ = (fs.NodeLookuper)((*Node)(nil))
+	_ = (fs.NodeGetattrer)((*Node)(nil))
+	_ = (fs.NodeSetattrer)((*Node)(nil))
+	_ = (fs.NodeReaddirer)((*Node)(nil))
+	_ = (fs.NodeMkdirer)((*Node)(nil))
+	_ = (fs.NodeMknoder)((*Node)(nil))
+	_ = (fs.NodeCreater)((*Node)(nil))
+	_ = (fs.NodeOpener)((*Node)(nil))
+	_ = (fs.NodeUnlinker)((*Node)(nil))
+	_ = (fs.NodeRmdirer)((*Node)(nil))
+	_ = (fs.NodeRenamer)((*Node)(nil))
+	_ = (fs.NodeLinker)((*Node)(nil))
+	_ = (fs.NodeSymlinker)((*Node)(nil))
+	_ = (fs.NodeReadlinker)((*Node)(nil))
+	_ = (fs.NodeGetxattrer)((*Node)(nil))
+	_ = (fs.NodeSetxattrer)((*Node)(nil))
+	_ = (fs.NodeRemovexattrer)((*Node)(nil))
+	_ = (fs.NodeListxattrer)((*Node)(nil))
+	_ = (fs.NodeStatfser)((*Node)(nil))
+	_ = (fs.NodeFsyncer)((*Node)(nil))
+
+	_ = (fs.FileReader)((*handle)(nil))
+	_ = (fs.FileWriter)((*handle)(nil))
+	_ = (fs.FileFlusher)((*handle)(nil))
+	_ = (fs.FileFsyncer)((*handle)(nil))
+	_ = (fs.FileReleaser)((*handle)(nil))
+	_ = (fs.FileLseeker)((*handle)(nil))
+	_ = (fs.FileAllocater)((*handle)(nil))
+)
+
+// shared is what every node of one mount refers to.
+type shared struct {
+	ofs      *overlay.FS
+	uid, gid uint32
+	log      *log.Logger
+}
+
+// Node is one inode of the mount; it holds only its number.
+type Node struct {
+	fs.Inode
+	s *shared
+}
+
+func (n *Node) ino() uint64 { return n.StableAttr().Ino }
+
+// guard turns a panic in a request into EIO and a log line.
+func (s *shared) guard(op string, errno *syscall.Errno) {
+	if r := recover(); r != nil {
+		s.log.Printf("art fuse: panic in %s: %v\n%s", op, r, debug.Stack())
+		*errno = syscall.EIO
+	}
+}
+
+func typeMode(t objects.Type) uint32 {
+	switch t {
+	case objects.TypeDir:
+		return syscall.S_IFDIR
+	case objects.TypeSymlink:
+		return syscall.S_IFLNK
+	case objects.TypeFifo:
+		return syscall.S_IFIFO
+	}
+	return syscall.S_IFREG
+}
+
+func (s *shared) fill(a overlay.Attr, out *gofuse.Attr) {
+	out.Ino = a.Ino
+	out.Mode = typeMode(a.Type) | a.Mode
+	out.Nlink = a.Nlink
+	out.Size = uint64(a.Size)
+	out.Blocks = (uint64(a.Size) + 511) / 512
+	out.Blksize = 4096
+	out.Uid, out.Gid = s.uid, s.gid
+	setTime := func(ns int64, sec *uint64, nsec *uint32) {
+		*sec = uint64(ns / 1e9)
+		*nsec = uint32(ns % 1e9)
+	}
+	setTime(a.Atime, &out.Atime, &out.Atimensec)
+	setTime(a.Mtime, &out.Mtime, &out.Mtimensec)
+	setTime(a.Ctime, &out.Ctime, &out.Ctimensec)
+}
+
+func (n *Node) newChild(ctx context.Context, a overlay.Attr, out *gofuse.EntryOut) *fs.Inode {
+	n.s.fill(a, &out.Attr)
+	return n.NewInode(ctx, &Node{s: n.s}, fs.StableAttr{Mode: typeMode(a.Type), Ino: a.Ino})
+}
+
+// Lookup resolves a name in this directory.
+func (n *Node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.s.guard("lookup", &errno)
+	a, err := n.s.ofs.Lookup(n.ino(), name)
+	if err != nil {
+		return nil, overlay.Errno(err)
+	}
+	return n.newChild(ctx, a, out), 0
+}
+
+// Getattr reports attributes.
+func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut) (errno syscall.Errno) {
+	defer n.s.guard("getattr", &errno)
+	a, err := n.s.ofs.Getattr(n.ino())
+	if err != nil {
+		return overlay.Errno(err)
+	}
+	n.s.fill(a, &out.Attr)
+	return 0
+}
+
+// Setattr changes mode, size, times; ownership can only stay as it is.
+func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrIn, out *gofuse.AttrOut) (errno syscall.Errno) {
+	defer n.s.guard("setattr", &errno)
+	var s overlay.SetAttr
+	if uid, ok := in.GetUID(); ok && uid != n.s.uid {
+		return syscall.EPERM
+	}
+	if gid, ok := in.GetGID(); ok && gid != n.s.gid {
+		return syscall.EPERM
+	}
+	if m, ok := in.GetMode(); ok {
+		m &= 0o7777
+		s.Mode = &m
+	}
+	if sz, ok := in.GetSize(); ok {
+		v := int64(sz)
+		s.Size = &v
+	}
+	if t, ok := in.GetATime(); ok {
+		v := t.UnixNano()
+		s.Atime = &v
+	}
+	if t, ok := in.GetMTime(); ok {
+		v := t.UnixNano()
+		s.Mtime = &v
+	}
+	a, err := n.s.ofs.Setattr(n.ino(), s)
+	if err != nil {
+		return overlay.Errno(err)
+	}
+	n.s.fill(a, &out.Attr)
+	return 0
+}
+
+// Readdir lists the directory.
+func (n *Node) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno) {
+	defer n.s.guard("readdir", &errno)
+	ents, err := n.s.ofs.Readdir(n.ino())
+	if err != nil {
+		return nil, overlay.Errno(err)
+	}
+	out := make([]gofuse.DirEntry, len(ents))
+	for i, e := range ents {
+		out[i] = gofuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: typeMode(e.Type)}
+	}
+	return fs.NewListDirStream(out), 0
+}
+
+// Mkdir creates a directory.
+func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.s.guard("mkdir", &errno)
+	a, err := n.s.ofs.Mkdir(n.ino(), name, mode&0o7777)
+	if err != nil {
+		return nil, overlay.Errno(err)
+	}
+	return n.newChild(ctx, a, out), 0
+}
+
+// Mknod creates fifos and regular files; device and socket nodes are not
+// versioned and are refused.
+func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.s.guard("mknod", &errno)
+	var a overlay.Attr
+	var err error
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFIFO:
+		a, err = n.s.ofs.Mkfifo(n.ino(), name, mode&0o7777)
+	case syscall.S_IFREG, 0:
+		a, err = n.s.ofs.Create(n.ino(), name, mode&0o7777)
+		if err == nil {
+			n.s.ofs.Released(a.Ino)
+		}
+	default:
+		return nil, syscall.EPERM
+	}
+	if err != nil {
+		return nil, overlay.Errno(err)
+	}
+	return n.newChild(ctx, a, out), 0
+}
+
+// Create creates and opens a regular file.
+func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *gofuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
+	defer n.s.guard("create", &errno)
+	a, err := n.s.ofs.Create(n.ino(), name, mode&0o7777)
+	if err != nil {
+		return nil, nil, 0, overlay.Errno(err)
+	}
+	return n.newChild(ctx, a, out), &handle{s: n.s, ino: a.Ino}, gofuse.FOPEN_KEEP_CACHE, 0
+}
+
+// Open opens a file.
+func (n *Node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, errno syscall.Errno) {
+	defer n.s.guard("open", &errno)
+	if _, err := n.s.ofs.Getattr(n.ino()); err != nil {
+		return nil, 0, overlay.Errno(err)
+	}
+	// O_TRUNC arrives as a separate setattr: go-fuse does not negotiate
+	// FUSE_ATOMIC_O_TRUNC.
+	n.s.ofs.Opened(n.ino())
+	return &handle{s: n.s, ino: n.ino()}, gofuse.FOPEN_KEEP_CACHE, 0
+}
+
+// Unlink removes a name.
+func (n *Node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
+	defer n.s.guard("unlink", &errno)
+	return overlay.Errno(n.s.ofs.Unlink(n.ino(), name))
+}
+
+// Rmdir removes an empty directory.
+func (n *Node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
+	defer n.s.guard("rmdir", &errno)
+	return overlay.Errno(n.s.ofs.Rmdir(n.ino(), name))
+}
+
+// Rename moves a name (RENAME_NOREPLACE and RENAME_EXCHANGE supported).
+func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
+	defer n.s.guard("rename", &errno)
+	np, ok := newParent.(*Node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	return overlay.Errno(n.s.ofs.Rename(n.ino(), name, np.ino(), newName, flags))
+}
+
+// Link adds a hard link named name to target.
+func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.s.guard("link", &errno)
+	t, ok := target.(*Node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	a, err := n.s.ofs.Link(t.ino(), n.ino(), name)
+	if err != nil {
+		return nil, overlay.Errno(err)
+	}
+	return n.newChild(ctx, a, out), 0
+}
+
+// Symlink creates a symbolic link.
+func (n *Node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.s.guard("symlink", &errno)
+	a, err := n.s.ofs.Symlink(n.ino(), name, target)
+	if err != nil {
+		return nil, overlay.Errno(err)
+	}
+	return n.newChild(ctx, a, out), 0
+}
+
+// Readlink returns the link target.
+func (n *Node) Readlink(ctx context.Context) (_ []byte, errno syscall.Errno) {
+	defer n.s.guard("readlink", &errno)
+	t, err := n.s.ofs.Readlink(n.ino())
+	if err != nil {
+		return nil, overlay.Errno(err)
+	}
+	return []byte(t), 0
+}
+
+// Getxattr returns an attribute; with an empty dest, its size.
+func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32, errno syscall.Errno) {
+	defer n.s.guard("getxattr", &errno)
+	v, err := n.s.ofs.GetXattr(n.ino(), attr)
+	if err != nil {
+		return 0, overlay.Errno(err)
+	}
+	if len(dest) == 0 {
+		return uint32(len(v)), 0
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
+
+// Setxattr sets an attribute.
+func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
+	defer n.s.guard("setxattr", &errno)
+	return overlay.Errno(n.s.ofs.SetXattr(n.ino(), attr, data, flags, false))
+}
+
+// Removexattr removes an attribute.
+func (n *Node) Removexattr(ctx context.Context, attr string) (errno syscall.Errno) {
+	defer n.s.guard("removexattr", &errno)
+	return overlay.Errno(n.s.ofs.SetXattr(n.ino(), attr, nil, 0, true))
+}
+
+// Listxattr lists attribute names, NUL-terminated.
+func (n *Node) Listxattr(ctx context.Context, dest []byte) (_ uint32, errno syscall.Errno) {
+	defer n.s.guard("listxattr", &errno)
+	names, err := n.s.ofs.ListXattr(n.ino())
+	if err != nil {
+		return 0, overlay.Errno(err)
+	}
+	var b []byte
+	for _, nm := range names {
+		b = append(b, nm...)
+		b = append(b, 0)
+	}
+	if len(dest) == 0 {
+		return uint32(len(b)), 0
+	}
+	if len(dest) < len(b) {
+		return uint32(len(b)), syscall.ERANGE
+	}
+	return uint32(copy(dest, b)), 0
+}
+
+// Statfs reports the free space of the repository's filesystem.
+func (n *Node) Statfs(ctx context.Context, out *gofuse.StatfsOut) (errno syscall.Errno) {
+	defer n.s.guard("statfs", &errno)
+	st, err := n.s.ofs.Statfs()
+	if err != nil {
+		return overlay.Errno(err)
+	}
+	out.FromStatfsT(&st)
+	return 0
+}
+
+// Fsync on a node without a handle (fsync of a directory or O_PATH).
+func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (errno syscall.Errno) {
+	defer n.s.guard("fsync", &errno)
+	return overlay.Errno(n.s.ofs.Fsync(n.ino()))
+}
+
+// handle is an open file.
+type handle struct {
+	s   *shared
+	ino uint64
+}
+
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ gofuse.ReadResult, errno syscall.Errno) {
+	defer h.s.guard("read", &errno)
+	k, err := h.s.ofs.Read(h.ino, dest, off)
+	if err != nil {
+		return nil, overlay.Errno(err)
+	}
+	return gofuse.ReadResultData(dest[:k]), 0
+}
+
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
+	defer h.s.guard("write", &errno)
+	k, err := h.s.ofs.Write(h.ino, data, off)
+	if err != nil {
+		return uint32(k), overlay.Errno(err)
+	}
+	return uint32(k), 0
+}
+
+func (h *handle) Flush(ctx context.Context) (errno syscall.Errno) {
+	defer h.s.guard("flush", &errno)
+	return overlay.Errno(h.s.ofs.Flush(h.ino))
+}
+
+func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
+	defer h.s.guard("fsync", &errno)
+	return overlay.Errno(h.s.ofs.Fsync(h.ino))
+}
+
+func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
+	defer h.s.guard("release", &errno)
+	h.s.ofs.Released(h.ino)
+	return 0
+}
+
+func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (_ uint64, errno syscall.Errno) {
+	defer h.s.guard("lseek", &errno)
+	const seekData, seekHole = 3, 4
+	if whence != seekData && whence != seekHole {
+		return 0, syscall.EINVAL
+	}
+	o, err := h.s.ofs.SeekData(h.ino, int64(off), whence == seekHole)
+	if err != nil {
+		return 0, overlay.Errno(err)
+	}
+	return uint64(o), 0
+}
+
+func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) (errno syscall.Errno) {
+	defer h.s.guard("fallocate", &errno)
+	const keepSize = 1
+	if mode&^keepSize != 0 {
+		return syscall.EOPNOTSUPP
+	}
+	return overlay.Errno(h.s.ofs.Allocate(h.ino, int64(off), int64(size), mode&keepSize != 0))
+}
+
+// Options configure a mount.
+type Options struct {
+	UID, GID   uint32 // owner shown for every file
+	AllowOther bool   // let other users (the sandbox user) use the mount
+	Debug      bool
+	Log        *log.Logger
+}
+
+// Mount serves ofs at dir until Unmount. It returns once the kernel has
+// the mount (no sleeps: go-fuse waits for the INIT exchange).
+func Mount(dir string, ofs *overlay.FS, o Options) (*gofuse.Server, error) {
+	if o.Log == nil {
+		o.Log = log.Default()
+	}
+	s := &shared{ofs: ofs, uid: o.UID, gid: o.GID, log: o.Log}
+	root := &Node{s: s}
+	timeout := time.Second
+	opts := &fs.Options{
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		UID:             o.UID,
+		GID:             o.GID,
+		Logger:          o.Log,
+		RootStableAttr:  &fs.StableAttr{Ino: overlay.RootIno, Mode: syscall.S_IFDIR},
+		MountOptions: gofuse.MountOptions{
+			AllowOther:    o.AllowOther,
+			FsName:        "art",
+			Name:          "art",
+			MaxWrite:      1 << 20,
+			MaxReadAhead:  1 << 20,
+			Debug:         o.Debug,
+			Logger:        o.Log,
+			Options:       []string{"default_permissions"},
+			MaxBackground: 64,
+			// As root, mount(2) directly; otherwise go-fuse uses fusermount3.
+			DirectMount: os.Geteuid() == 0,
+		},
+	}
+	return fs.Mount(dir, root, opts)
+}

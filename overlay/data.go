@@ -1,0 +1,520 @@
+package overlay
+
+import (
+	"bytes"
+	"io"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/artproject/art/objects"
+)
+
+// dirtyLimit is how much unflushed data one file may hold in memory
+// before its blocks are stored.
+const dirtyLimit = 16 << 20
+
+// Opened records an open handle; unlinked nodes live until Released.
+func (fs *FS) Opened(ino uint64) {
+	fs.ns.RLock()
+	n := fs.inodes[ino]
+	fs.ns.RUnlock()
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	n.opens++
+	n.mu.Unlock()
+}
+
+// Released drops an open handle, freeing an unlinked node with none left.
+func (fs *FS) Released(ino uint64) {
+	fs.ns.Lock()
+	defer fs.ns.Unlock()
+	n := fs.inodes[ino]
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.opens > 0 {
+		n.opens--
+	}
+	if n.nlink == 0 && n.opens == 0 {
+		fs.maybeFree(n)
+		if !n.upper {
+			delete(fs.inodes, ino)
+		}
+	}
+}
+
+func (fs *FS) node(ino uint64) (*inode, error) {
+	fs.ns.RLock()
+	n := fs.inodes[ino]
+	fs.ns.RUnlock()
+	if n == nil || (n.deleted && n.opens == 0) {
+		return nil, errNoEnt
+	}
+	return n, nil
+}
+
+// blockData returns the current content of block idx (up to BlockSize,
+// shorter at the end of the file); n.mu must be held.
+func (fs *FS) blockData(n *inode, idx int64) ([]byte, error) {
+	start := idx * BlockSize
+	end := min(start+BlockSize, n.size)
+	if end <= start {
+		return nil, nil
+	}
+	if b, ok := n.dirty[idx]; ok {
+		return b, nil
+	}
+	buf := make([]byte, end-start)
+	if id, ok := n.blocks[idx]; ok {
+		data, pending := fs.p.pendingChunk(id)
+		if !pending {
+			var err error
+			if data, err = fs.r.LoadChunk(id); err != nil {
+				return nil, fs.ioErr("read block", err)
+			}
+		}
+		copy(buf, data)
+		return buf, nil
+	}
+	if start < n.baseSize {
+		if err := fs.readBase(n, buf[:min(end, n.baseSize)-start], start); err != nil {
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// readBase reads lower content; n.mu must be held.
+func (fs *FS) readBase(n *inode, p []byte, off int64) error {
+	if n.reader == nil {
+		fr, err := objects.OpenFile(fs.r, n.base)
+		if err != nil {
+			return fs.ioErr("open lower file", err)
+		}
+		n.reader = fr
+	}
+	if _, err := n.reader.ReadAt(p, off); err != nil && err != io.EOF {
+		return fs.ioErr("read lower file", err)
+	}
+	return nil
+}
+
+// Read reads file data at off into p.
+func (fs *FS) Read(ino uint64, p []byte, off int64) (int, error) {
+	n, err := fs.node(ino)
+	if err != nil {
+		return 0, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.typ != objects.TypeFile {
+		return 0, errIsDir
+	}
+	return fs.readLocked(n, p, off)
+}
+
+// readLocked reads file data; n.mu must be held.
+func (fs *FS) readLocked(n *inode, p []byte, off int64) (int, error) {
+	if off >= n.size {
+		return 0, nil
+	}
+	want := min(int64(len(p)), n.size-off)
+	// Fast path: untouched lower content reads straight from the store.
+	if len(n.dirty) == 0 && len(n.blocks) == 0 && off+want <= n.baseSize {
+		if err := fs.readBase(n, p[:want], off); err != nil {
+			return 0, err
+		}
+		return int(want), nil
+	}
+	done := int64(0)
+	for done < want {
+		pos := off + done
+		idx := pos / BlockSize
+		b, err := fs.blockData(n, idx)
+		if err != nil {
+			return int(done), err
+		}
+		inBlock := pos - idx*BlockSize
+		c := int64(0)
+		if inBlock < int64(len(b)) {
+			c = int64(copy(p[done:want], b[inBlock:]))
+		}
+		if c == 0 {
+			// A hole past the block's stored bytes reads as zeros.
+			c = min(want-done, BlockSize-inBlock)
+			clear(p[done : done+c])
+		}
+		done += c
+	}
+	return int(done), nil
+}
+
+// Write writes p at off.
+func (fs *FS) Write(ino uint64, p []byte, off int64) (int, error) {
+	if err := fs.checkWritable(); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, errInval
+	}
+	n, err := fs.node(ino)
+	if err != nil {
+		return 0, err
+	}
+	if err := fs.ensureUpper(n); err != nil {
+		return 0, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.typ != objects.TypeFile {
+		return 0, errIsDir
+	}
+	end := off + int64(len(p))
+	if end > MaxFileSize {
+		return 0, syscall.EFBIG
+	}
+	done := 0
+	for done < len(p) {
+		pos := off + int64(done)
+		idx := pos / BlockSize
+		inBlock := int(pos - idx*BlockSize)
+		c := min(len(p)-done, BlockSize-inBlock)
+		b, ok := n.dirty[idx]
+		if !ok {
+			cur, err := fs.blockData(n, idx)
+			if err != nil {
+				return done, err
+			}
+			b = make([]byte, len(cur), BlockSize)
+			copy(b, cur)
+		}
+		if need := inBlock + c; need > len(b) {
+			b = b[:need] // the capacity is BlockSize; new bytes are zero
+			if cap(b) < need {
+				nb := make([]byte, need, BlockSize)
+				copy(nb, b)
+				b = nb
+			}
+		}
+		copy(b[inBlock:], p[done:done+c])
+		if n.dirty == nil {
+			n.dirty = map[int64][]byte{}
+		}
+		n.dirty[idx] = b
+		done += c
+	}
+	if end > n.size {
+		// Blocks between the old end and this write stay holes.
+		n.size = end
+	}
+	now := time.Now().UnixNano()
+	n.mtime, n.ctime = now, now
+	fs.p.dirtyInodeLocked(n)
+	if len(n.dirty)*BlockSize > dirtyLimit {
+		fs.storeDirtyLocked(n)
+	}
+	return done, nil
+}
+
+// MaxFileSize bounds file sizes (and so block indexes).
+const MaxFileSize = 1 << 50
+
+// ensureUpper copies a node up before its first change.
+func (fs *FS) ensureUpper(n *inode) error {
+	n.mu.Lock()
+	up := n.upper
+	n.mu.Unlock()
+	if up {
+		return nil
+	}
+	fs.ns.Lock()
+	fs.copyUp(n)
+	fs.ns.Unlock()
+	return nil
+}
+
+// storeDirtyLocked turns dirty blocks into stored chunks (queued for the
+// next batch); n.mu must be held.
+func (fs *FS) storeDirtyLocked(n *inode) {
+	if len(n.dirty) == 0 {
+		return
+	}
+	if n.blocks == nil {
+		n.blocks = map[int64]objects.ID{}
+	}
+	for idx, b := range n.dirty {
+		// Trailing zeros are not stored: a short block reads as zeros.
+		trimmed := bytes.TrimRight(b, "\x00")
+		id := fs.p.putChunk(trimmed)
+		n.blocks[idx] = id
+		fs.p.dirtyBlock(n.ino, idx)
+	}
+	n.dirty = nil
+	fs.p.dirtyInodeLocked(n)
+}
+
+// SetAttr is a change of attributes; nil fields are left alone.
+type SetAttr struct {
+	Mode  *uint32
+	Size  *int64
+	Atime *int64 // ns
+	Mtime *int64
+	Ctime bool // set ctime to now (always done on any change)
+}
+
+// Setattr changes mode, size or times.
+func (fs *FS) Setattr(ino uint64, s SetAttr) (Attr, error) {
+	if err := fs.checkWritable(); err != nil {
+		return Attr{}, err
+	}
+	n, err := fs.node(ino)
+	if err != nil {
+		return Attr{}, err
+	}
+	if err := fs.ensureUpper(n); err != nil {
+		return Attr{}, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	now := time.Now().UnixNano()
+	if s.Size != nil {
+		if n.typ == objects.TypeDir {
+			return Attr{}, errIsDir
+		}
+		if n.typ != objects.TypeFile {
+			return Attr{}, errInval
+		}
+		if *s.Size < 0 || *s.Size > MaxFileSize {
+			return Attr{}, syscall.EFBIG
+		}
+		if err := fs.truncateLocked(n, *s.Size); err != nil {
+			return Attr{}, err
+		}
+		n.mtime = now
+	}
+	if s.Mode != nil {
+		n.mode = *s.Mode & objects.PermMask
+	}
+	if s.Atime != nil {
+		n.atime = *s.Atime
+	}
+	if s.Mtime != nil {
+		n.mtime = *s.Mtime
+	}
+	n.ctime = now
+	fs.p.dirtyInodeLocked(n)
+	return n.attr(), nil
+}
+
+// truncateLocked sets the file size; n.mu must be held.
+func (fs *FS) truncateLocked(n *inode, size int64) error {
+	if size >= n.size {
+		n.size = size // the new range is a hole
+		return nil
+	}
+	last := size / BlockSize
+	inLast := size - last*BlockSize
+	// Keep the part of the boundary block below size.
+	if inLast > 0 {
+		b, err := fs.blockData(n, last)
+		if err != nil {
+			return err
+		}
+		nb := make([]byte, min(int64(len(b)), inLast), BlockSize)
+		copy(nb, b)
+		if n.dirty == nil {
+			n.dirty = map[int64][]byte{}
+		}
+		n.dirty[last] = nb
+		last++
+	}
+	for idx := range n.dirty {
+		if idx >= last {
+			delete(n.dirty, idx)
+		}
+	}
+	for idx := range n.blocks {
+		if idx >= last {
+			delete(n.blocks, idx)
+			fs.p.dirtyBlock(n.ino, idx)
+		}
+	}
+	n.size = size
+	n.baseSize = min(n.baseSize, size)
+	return nil
+}
+
+// Flush stores the file's dirty data and waits until it is committed:
+// once it returns, the data survives a crash of art.
+func (fs *FS) Flush(ino uint64) error {
+	n, err := fs.node(ino)
+	if err != nil {
+		return nil // already gone: nothing to keep
+	}
+	n.mu.Lock()
+	fs.storeDirtyLocked(n)
+	n.mu.Unlock()
+	return fs.p.sync()
+}
+
+// Fsync is Flush; the repository is synced by the persister.
+func (fs *FS) Fsync(ino uint64) error { return fs.Flush(ino) }
+
+// Allocate implements fallocate mode 0 and KEEP_SIZE (space is not
+// reserved: the repository grows as data is written).
+func (fs *FS) Allocate(ino uint64, off, length int64, keepSize bool) error {
+	if off < 0 || length <= 0 {
+		return errInval
+	}
+	if keepSize {
+		return nil
+	}
+	n, err := fs.node(ino)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	size := n.size
+	n.mu.Unlock()
+	if off+length > size {
+		s := off + length
+		_, err := fs.Setattr(ino, SetAttr{Size: &s})
+		return err
+	}
+	return nil
+}
+
+// SeekData returns the next offset >= off holding data (SEEK_DATA) or a
+// hole (SEEK_HOLE). Unwritten ranges beyond the lower content are holes.
+func (fs *FS) SeekData(ino uint64, off int64, hole bool) (int64, error) {
+	n, err := fs.node(ino)
+	if err != nil {
+		return 0, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if off < 0 || off >= n.size {
+		return 0, syscall.ENXIO
+	}
+	isData := func(idx int64) bool {
+		if _, ok := n.dirty[idx]; ok {
+			return true
+		}
+		if _, ok := n.blocks[idx]; ok {
+			return true
+		}
+		return idx*BlockSize < n.baseSize
+	}
+	for idx := off / BlockSize; idx*BlockSize < n.size; idx++ {
+		if isData(idx) != hole {
+			return max(off, idx*BlockSize), nil
+		}
+	}
+	if hole {
+		return n.size, nil
+	}
+	return 0, syscall.ENXIO
+}
+
+// Xattr limits enforced on the agent's extended attributes.
+var (
+	errNoData = syscall.ENODATA
+	errRange  = syscall.ERANGE
+	errTooBig = syscall.E2BIG
+)
+
+// GetXattr returns an extended attribute's value.
+func (fs *FS) GetXattr(ino uint64, name string) ([]byte, error) {
+	n, err := fs.node(ino)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, x := range n.xattrs {
+		if x.Name == name {
+			return x.Value, nil
+		}
+	}
+	return nil, errNoData
+}
+
+// ListXattr returns the names of a node's extended attributes.
+func (fs *FS) ListXattr(ino uint64) ([]string, error) {
+	n, err := fs.node(ino)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var names []string
+	for _, x := range n.xattrs {
+		names = append(names, x.Name)
+	}
+	return names, nil
+}
+
+// Xattr set flags (as setxattr).
+const (
+	XattrCreate  = 1
+	XattrReplace = 2
+)
+
+// SetXattr sets (value != nil) or removes (value == nil) an attribute.
+func (fs *FS) SetXattr(ino uint64, name string, value []byte, flags uint32, remove bool) error {
+	if err := fs.checkWritable(); err != nil {
+		return err
+	}
+	if name == "" || len(name) > objects.MaxXattrName || bytes.IndexByte([]byte(name), 0) >= 0 {
+		return errRange
+	}
+	if len(value) > objects.MaxXattrSize {
+		return errTooBig
+	}
+	n, err := fs.node(ino)
+	if err != nil {
+		return err
+	}
+	if err := fs.ensureUpper(n); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	i := sort.Search(len(n.xattrs), func(i int) bool { return n.xattrs[i].Name >= name })
+	exists := i < len(n.xattrs) && n.xattrs[i].Name == name
+	switch {
+	case remove:
+		if !exists {
+			return errNoData
+		}
+		n.xattrs = append(n.xattrs[:i], n.xattrs[i+1:]...)
+	case exists && flags&XattrCreate != 0:
+		return errExist
+	case !exists && flags&XattrReplace != 0:
+		return errNoData
+	case exists:
+		n.xattrs[i].Value = append([]byte(nil), value...)
+	default:
+		if len(n.xattrs) >= objects.MaxXattrs {
+			return syscall.ENOSPC
+		}
+		n.xattrs = append(n.xattrs, objects.Xattr{})
+		copy(n.xattrs[i+1:], n.xattrs[i:])
+		n.xattrs[i] = objects.Xattr{Name: name, Value: append([]byte(nil), value...)}
+	}
+	n.ctime = time.Now().UnixNano()
+	fs.p.dirtyInodeLocked(n)
+	return nil
+}
+
+// Statfs reports the free space of the filesystem holding the repository.
+func (fs *FS) Statfs() (syscall.Statfs_t, error) {
+	var st syscall.Statfs_t
+	err := syscall.Statfs(fs.r.Path, &st)
+	return st, err
+}

@@ -1,0 +1,207 @@
+package overlay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/repo"
+)
+
+// ErrNothingToCommit is returned by Commit with AllowEmpty unset when the
+// upper layer holds no change.
+var ErrNothingToCommit = errors.New("nothing to commit")
+
+// CommitOptions describe the commit recording a worktree.
+type CommitOptions struct {
+	Message    string
+	Session    *objects.Session
+	AllowEmpty bool // record a commit even when nothing changed (sessions do)
+}
+
+// Commit folds the upper layer into new trees along the changed paths,
+// writes the commit, clears the upper layer, removes the worktree and
+// advances its branch, all in one transaction. The FS must not be used
+// afterwards.
+func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
+	// Store every dirty block first, then stop the writer: after that the
+	// SQLite tables and memory agree.
+	fs.ns.Lock()
+	for _, n := range fs.inodes {
+		n.mu.Lock()
+		fs.storeDirtyLocked(n)
+		n.mu.Unlock()
+	}
+	fs.ns.Unlock()
+	if err := fs.p.sync(); err != nil {
+		return objects.Zero, err
+	}
+	if err := fs.p.close(); err != nil {
+		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
+	}
+	fs.ns.Lock()
+	defer fs.ns.Unlock()
+
+	tx, err := fs.r.Begin()
+	if err != nil {
+		return objects.Zero, err
+	}
+	defer tx.Rollback()
+	tip, err := tx.BranchTip(fs.wt.Branch)
+	if err != nil {
+		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
+	}
+	if tip != fs.wt.Base {
+		return objects.Zero, fmt.Errorf("commit worktree #%d: branch %s moved from %s to %s while the worktree was open; record the work on a new branch with 'art commit --worktree %d -b NEW'",
+			fs.wt.ID, fs.wt.Branch, fs.wt.Base.Short(), tip.Short(), fs.wt.ID)
+	}
+	root := fs.inodes[RootIno]
+	rootTree, err := fs.foldDir(tx, root)
+	if err != nil {
+		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
+	}
+	if rootTree == fs.root && !o.AllowEmpty {
+		return objects.Zero, ErrNothingToCommit
+	}
+	c := &objects.Commit{Tree: rootTree, Parents: []objects.ID{fs.wt.Base}, Time: time.Now().UnixNano(), Author: repo.Author(), Message: o.Message, Session: o.Session}
+	id, err := tx.PutCommit(c)
+	if err != nil {
+		return objects.Zero, err
+	}
+	if err := tx.SetBranch(fs.wt.Branch, id); err != nil {
+		return objects.Zero, err
+	}
+	if err := tx.DeleteWorktree(fs.wt.ID); err != nil {
+		return objects.Zero, err
+	}
+	if err := tx.Commit(); err != nil {
+		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
+	}
+	return id, nil
+}
+
+// Close stops the writer after persisting everything, without
+// committing: the worktree stays (interrupted) with its pending changes.
+func (fs *FS) Close() error {
+	fs.ns.Lock()
+	for _, n := range fs.inodes {
+		n.mu.Lock()
+		fs.storeDirtyLocked(n)
+		n.mu.Unlock()
+	}
+	fs.ns.Unlock()
+	err := fs.p.sync()
+	if cerr := fs.p.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// foldDir returns the tree id of a directory with the upper layer applied.
+// Directories never copied up keep their lower tree id without being read.
+func (fs *FS) foldDir(tx *repo.Tx, d *inode) (objects.ID, error) {
+	if !d.upper {
+		return d.lowerTree, nil
+	}
+	var t objects.Tree
+	if !d.lowerTree.IsZero() {
+		lower, err := fs.r.LoadTree(d.lowerTree)
+		if err != nil {
+			return objects.Zero, err
+		}
+		for i := range lower.Entries {
+			e := lower.Entries[i]
+			if _, changed := d.dirents[e.Name]; changed {
+				continue
+			}
+			// An in-place copy-up always adds a dirent, so a lower entry
+			// without one is unchanged, unless it was deleted through an
+			// open handle path (whiteouts cover that).
+			if n := fs.inodes[lowerIno(d.ino, e.Name)]; n != nil && n.deleted {
+				continue
+			}
+			t.Entries = append(t.Entries, e)
+		}
+	}
+	for name, ino := range d.dirents {
+		if ino == 0 {
+			continue
+		}
+		n := fs.inodes[ino]
+		if n == nil || n.deleted {
+			continue
+		}
+		e, err := fs.foldNode(tx, n, name)
+		if err != nil {
+			return objects.Zero, err
+		}
+		t.Entries = append(t.Entries, e)
+	}
+	t.Sort()
+	return tx.PutTree(&t)
+}
+
+// foldNode returns the tree entry for a node.
+func (fs *FS) foldNode(tx *repo.Tx, n *inode, name string) (objects.Entry, error) {
+	e := objects.Entry{Name: name, Type: n.typ, Mode: n.mode, MTime: n.mtime, Xattrs: n.xattrs}
+	switch n.typ {
+	case objects.TypeDir:
+		id, err := fs.foldDir(tx, n)
+		if err != nil {
+			return e, err
+		}
+		e.ID = id
+	case objects.TypeSymlink:
+		e.Target = n.target
+		e.Size = uint64(len(n.target))
+	case objects.TypeFile:
+		e.Size = uint64(n.size)
+		if len(n.blocks) == 0 && len(n.dirty) == 0 && !n.base.IsZero() && n.baseSize == n.size && fs.baseIsWhole(n) {
+			e.ID = n.base // content unchanged since copy-up
+			break
+		}
+		id, size, err := tx.PutFile(&nodeReader{fs: fs, n: n})
+		if err != nil {
+			return e, fmt.Errorf("store %s: %w", name, err)
+		}
+		if size != n.size {
+			return e, fmt.Errorf("store %s: read %d bytes of %d", name, size, n.size)
+		}
+		e.ID = id
+	}
+	return e, nil
+}
+
+// baseIsWhole reports whether the node's base content is exactly baseSize
+// long (no truncate cut it).
+func (fs *FS) baseIsWhole(n *inode) bool {
+	fr, err := objects.OpenFile(fs.r, n.base)
+	return err == nil && fr.Size() == n.baseSize
+}
+
+// nodeReader streams a node's current content for folding.
+type nodeReader struct {
+	fs  *FS
+	n   *inode
+	off int64
+}
+
+func (r *nodeReader) Read(p []byte) (int, error) {
+	if r.off >= r.n.size {
+		return 0, io.EOF
+	}
+	if len(p) > 1<<20 {
+		p = p[:1<<20]
+	}
+	// The caller holds ns; take the node lock as Read does.
+	r.n.mu.Lock()
+	k, err := r.fs.readLocked(r.n, p, r.off)
+	r.n.mu.Unlock()
+	r.off += int64(k)
+	if err != nil {
+		return k, err
+	}
+	return k, nil
+}

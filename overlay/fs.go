@@ -1,0 +1,210 @@
+package overlay
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/zeebo/blake3"
+
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/repo"
+)
+
+// BlockSize is the granularity of file data in the upper layer.
+const BlockSize = 64 << 10
+
+// RootIno is the inode number of the home directory.
+const RootIno uint64 = 1
+
+const lowerBit = uint64(1) << 62
+
+// Attr is what stat reports for a node.
+type Attr struct {
+	Ino   uint64
+	Type  objects.Type
+	Mode  uint32 // permission bits
+	Nlink uint32
+	Size  int64
+	Atime int64 // ns
+	Mtime int64
+	Ctime int64
+}
+
+// DirEntry is one name in a directory listing.
+type DirEntry struct {
+	Name string
+	Ino  uint64
+	Type objects.Type
+}
+
+// Options configure a mounted worktree.
+type Options struct {
+	// Log receives internal errors (corrupt objects, failed persistence).
+	Log *log.Logger
+	// ReadOnly refuses every change with EROFS.
+	ReadOnly bool
+}
+
+type inode struct {
+	mu sync.Mutex
+
+	ino    uint64
+	typ    objects.Type
+	mode   uint32
+	nlink  uint32
+	size   int64
+	atime  int64
+	mtime  int64
+	ctime  int64
+	target string
+	xattrs []objects.Xattr
+
+	// upper is set once the node has an upper inode row.
+	upper bool
+	// deleted is set when the node is gone (nlink 0 and no opens).
+	deleted bool
+
+	// Files: the lower content the node started from and how much of it
+	// is still visible; blocks written since (persisted and dirty).
+	base     objects.ID
+	baseSize int64
+	blocks   map[int64]objects.ID
+	dirty    map[int64][]byte
+	reader   *objects.FileReader // lazily opened reader of base
+	opens    int
+
+	// Directories: the lower tree (zero when opaque or new) and the
+	// entries changed in the upper layer (ino 0 = whiteout).
+	lowerTree objects.ID
+	dirents   map[string]uint64
+	// parent and name locate a directory, or a lower node not yet copied
+	// up (which can only be where the lower tree has it). Files copied up
+	// need no location: their directories hold explicit dirents.
+	parent uint64
+	name   string
+}
+
+func (n *inode) attr() Attr {
+	a := Attr{Ino: n.ino, Type: n.typ, Mode: n.mode, Nlink: n.nlink, Size: n.size, Atime: n.atime, Mtime: n.mtime, Ctime: n.ctime}
+	if n.typ == objects.TypeSymlink {
+		a.Size = int64(len(n.target))
+	}
+	return a
+}
+
+// FS is one mounted worktree.
+type FS struct {
+	r    *repo.Repo
+	wt   *repo.Worktree
+	opts Options
+	root objects.ID // lower root tree
+
+	ns      sync.RWMutex
+	inodes  map[uint64]*inode
+	nextIno uint64
+
+	p *persister
+}
+
+// errno values returned by the model; the FUSE adapter passes them on.
+var (
+	errNoEnt    = syscall.ENOENT
+	errExist    = syscall.EEXIST
+	errNotDir   = syscall.ENOTDIR
+	errIsDir    = syscall.EISDIR
+	errNotEmpty = syscall.ENOTEMPTY
+	errInval    = syscall.EINVAL
+	errIO       = syscall.EIO
+	errROFS     = syscall.EROFS
+	errAccess   = syscall.EACCES
+	errPerm     = syscall.EPERM
+	errNameLong = syscall.ENAMETOOLONG
+)
+
+// Open loads a worktree's upper layer over its base commit.
+func Open(r *repo.Repo, wt *repo.Worktree, opts Options) (*FS, error) {
+	c, err := r.LoadCommit(wt.Base)
+	if err != nil {
+		return nil, fmt.Errorf("open worktree #%d: %w", wt.ID, err)
+	}
+	if opts.Log == nil {
+		opts.Log = log.Default()
+	}
+	fs := &FS{r: r, wt: wt, opts: opts, root: c.Tree, inodes: map[uint64]*inode{}}
+	now := time.Now().UnixNano()
+	root := &inode{ino: RootIno, typ: objects.TypeDir, mode: 0o755, nlink: 2, lowerTree: c.Tree, mtime: now, ctime: now, atime: now}
+	fs.inodes[RootIno] = root
+	if err := fs.load(); err != nil {
+		return nil, fmt.Errorf("open worktree #%d: %w", wt.ID, err)
+	}
+	fs.p = newPersister(fs)
+	return fs, nil
+}
+
+// Repo returns the repository the worktree belongs to.
+func (fs *FS) Repo() *repo.Repo { return fs.r }
+
+// Worktree returns the worktree.
+func (fs *FS) Worktree() *repo.Worktree { return fs.wt }
+
+// lowerIno derives the stable number of a lower node from its parent and name.
+func lowerIno(parent uint64, name string) uint64 {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], parent)
+	h := blake3.New()
+	h.Write(b[:])
+	h.Write([]byte(name))
+	var sum [8]byte
+	h.Digest().Read(sum[:])
+	return binary.LittleEndian.Uint64(sum[:])&(lowerBit-1) | lowerBit
+}
+
+// newLowerInode materialises a lower entry as an in-memory node.
+func newLowerInode(parent uint64, e *objects.Entry) *inode {
+	n := &inode{
+		ino: lowerIno(parent, e.Name), typ: e.Type, mode: e.Mode, nlink: 1,
+		mtime: e.MTime, ctime: e.MTime, atime: e.MTime, target: e.Target,
+		parent: parent, name: e.Name,
+	}
+	if len(e.Xattrs) > 0 {
+		n.xattrs = append([]objects.Xattr(nil), e.Xattrs...)
+	}
+	switch e.Type {
+	case objects.TypeFile:
+		n.size = int64(e.Size)
+		n.base, n.baseSize = e.ID, int64(e.Size)
+	case objects.TypeDir:
+		n.lowerTree = e.ID
+		n.nlink = 2
+	}
+	return n
+}
+
+// logf reports an internal error with context.
+func (fs *FS) logf(format string, args ...any) {
+	fs.opts.Log.Printf("art overlay (worktree #%d): "+format, append([]any{fs.wt.ID}, args...)...)
+}
+
+// ioErr logs err and returns EIO: corrupt or unreadable objects never
+// surface as wrong data.
+func (fs *FS) ioErr(what string, err error) error {
+	fs.logf("%s: %v", what, err)
+	return errIO
+}
+
+// Errno converts an error from this package to a syscall.Errno.
+func Errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return syscall.EIO
+}

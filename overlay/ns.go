@@ -1,0 +1,593 @@
+package overlay
+
+import (
+	"sort"
+	"time"
+
+	"github.com/artproject/art/objects"
+)
+
+// get returns a node by number; ns must be held.
+func (fs *FS) get(ino uint64) (*inode, error) {
+	n := fs.inodes[ino]
+	if n == nil || n.deleted {
+		return nil, errNoEnt
+	}
+	return n, nil
+}
+
+// lowerEntry finds name in a directory's lower tree.
+func (fs *FS) lowerEntry(d *inode, name string) (*objects.Entry, error) {
+	if d.lowerTree.IsZero() {
+		return nil, nil
+	}
+	t, err := fs.r.LoadTree(d.lowerTree)
+	if err != nil {
+		return nil, fs.ioErr("read directory", err)
+	}
+	e, ok := t.Find(name)
+	if !ok {
+		return nil, nil
+	}
+	return e, nil
+}
+
+// child resolves name in directory d to a node; ns must be held (read or
+// write). Lower nodes are materialised on first lookup.
+func (fs *FS) child(d *inode, name string) (*inode, error) {
+	if d.typ != objects.TypeDir {
+		return nil, errNotDir
+	}
+	if ino, ok := d.dirents[name]; ok {
+		if ino == 0 {
+			return nil, errNoEnt
+		}
+		return fs.get(ino)
+	}
+	e, err := fs.lowerEntry(d, name)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		return nil, errNoEnt
+	}
+	ino := lowerIno(d.ino, name)
+	if n := fs.inodes[ino]; n != nil {
+		if n.deleted {
+			return nil, errNoEnt
+		}
+		return n, nil
+	}
+	n := newLowerInode(d.ino, e)
+	fs.inodes[ino] = n
+	return n, nil
+}
+
+// Lookup finds name in directory dir.
+func (fs *FS) Lookup(dir uint64, name string) (Attr, error) {
+	if len(name) > objects.MaxNameLen {
+		return Attr{}, errNameLong
+	}
+	// Materialising a lower node writes the inode table: take ns for writing.
+	fs.ns.Lock()
+	defer fs.ns.Unlock()
+	d, err := fs.get(dir)
+	if err != nil {
+		return Attr{}, err
+	}
+	n, err := fs.child(d, name)
+	if err != nil {
+		return Attr{}, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.attr(), nil
+}
+
+// Getattr returns a node's attributes.
+func (fs *FS) Getattr(ino uint64) (Attr, error) {
+	fs.ns.RLock()
+	n := fs.inodes[ino]
+	fs.ns.RUnlock()
+	if n == nil {
+		return Attr{}, errNoEnt
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.attr(), nil
+}
+
+// Readdir lists a directory: lower entries not hidden or replaced, then
+// upper entries, sorted by name.
+func (fs *FS) Readdir(dir uint64) ([]DirEntry, error) {
+	fs.ns.RLock()
+	defer fs.ns.RUnlock()
+	d, err := fs.get(dir)
+	if err != nil {
+		return nil, err
+	}
+	if d.typ != objects.TypeDir {
+		return nil, errNotDir
+	}
+	var out []DirEntry
+	if !d.lowerTree.IsZero() {
+		t, err := fs.r.LoadTree(d.lowerTree)
+		if err != nil {
+			return nil, fs.ioErr("read directory", err)
+		}
+		out = make([]DirEntry, 0, len(t.Entries)+len(d.dirents))
+		for i := range t.Entries {
+			e := &t.Entries[i]
+			if _, changed := d.dirents[e.Name]; changed {
+				continue
+			}
+			ino := lowerIno(d.ino, e.Name)
+			typ := e.Type
+			if n := fs.inodes[ino]; n != nil {
+				if n.deleted {
+					continue
+				}
+				typ = n.typ
+			}
+			out = append(out, DirEntry{Name: e.Name, Ino: ino, Type: typ})
+		}
+	}
+	for name, ino := range d.dirents {
+		if ino == 0 {
+			continue
+		}
+		n := fs.inodes[ino]
+		if n == nil || n.deleted {
+			continue
+		}
+		out = append(out, DirEntry{Name: name, Ino: ino, Type: n.typ})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// isEmpty reports whether a directory has no visible entries.
+func (fs *FS) isEmpty(d *inode) (bool, error) {
+	for _, ino := range d.dirents {
+		if ino != 0 {
+			if n := fs.inodes[ino]; n != nil && !n.deleted {
+				return false, nil
+			}
+		}
+	}
+	if d.lowerTree.IsZero() {
+		return true, nil
+	}
+	t, err := fs.r.LoadTree(d.lowerTree)
+	if err != nil {
+		return false, fs.ioErr("read directory", err)
+	}
+	for _, e := range t.Entries {
+		if _, changed := d.dirents[e.Name]; changed {
+			continue
+		}
+		if n := fs.inodes[lowerIno(d.ino, e.Name)]; n != nil && n.deleted {
+			continue
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// copyUp makes sure n and its directory chain have upper rows, and that
+// n's directory names it explicitly. ns must be held for writing.
+func (fs *FS) copyUp(n *inode) {
+	if n.upper {
+		return
+	}
+	if n.ino != RootIno {
+		if p := fs.inodes[n.parent]; p != nil {
+			fs.copyUp(p)
+			if p.dirents == nil {
+				p.dirents = map[string]uint64{}
+			}
+			if _, ok := p.dirents[n.name]; !ok {
+				p.dirents[n.name] = n.ino
+				fs.p.dirtyDirent(p.ino, n.name)
+			}
+		}
+	}
+	n.upper = true
+	fs.p.dirtyInode(n)
+}
+
+// touchDir updates a directory's times after a change of its entries.
+func (fs *FS) touchDir(d *inode) {
+	now := time.Now().UnixNano()
+	d.mu.Lock()
+	d.mtime, d.ctime = now, now
+	d.mu.Unlock()
+	fs.copyUp(d)
+	fs.p.dirtyInode(d)
+}
+
+// setDirent records name → ino in d (ino 0 hides a lower entry).
+func (fs *FS) setDirent(d *inode, name string, ino uint64) {
+	if d.dirents == nil {
+		d.dirents = map[string]uint64{}
+	}
+	d.dirents[name] = ino
+	fs.p.dirtyDirent(d.ino, name)
+}
+
+// removeName removes name from d: a whiteout if the lower tree has it,
+// otherwise the dirent goes away.
+func (fs *FS) removeName(d *inode, name string) error {
+	e, err := fs.lowerEntry(d, name)
+	if err != nil {
+		return err
+	}
+	if e != nil {
+		fs.setDirent(d, name, 0)
+	} else {
+		delete(d.dirents, name)
+		fs.p.dirtyDirent(d.ino, name)
+	}
+	return nil
+}
+
+// dropLink decrements a node's link count and frees it when nothing
+// refers to it any more.
+func (fs *FS) dropLink(n *inode) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.typ == objects.TypeDir {
+		n.nlink = 0
+	} else if n.nlink > 0 {
+		n.nlink--
+	}
+	n.ctime = time.Now().UnixNano()
+	fs.maybeFree(n)
+}
+
+// maybeFree marks a node deleted when it has no links and no open
+// handles; n.mu must be held.
+func (fs *FS) maybeFree(n *inode) {
+	if n.nlink == 0 && n.opens == 0 && !n.deleted {
+		n.deleted = true
+		n.dirty = nil
+		n.blocks = nil
+		n.reader = nil
+		fs.p.dirtyInodeLocked(n)
+	} else if n.upper {
+		fs.p.dirtyInodeLocked(n)
+	}
+}
+
+// newNode allocates an upper node in directory d under name.
+func (fs *FS) newNode(d *inode, name string, typ objects.Type, mode uint32) *inode {
+	now := time.Now().UnixNano()
+	ino := fs.nextIno
+	fs.nextIno++
+	n := &inode{ino: ino, typ: typ, mode: mode & objects.PermMask, nlink: 1, mtime: now, ctime: now, atime: now, upper: true, parent: d.ino, name: name}
+	if typ == objects.TypeDir {
+		n.nlink = 2
+		n.dirents = map[string]uint64{}
+	}
+	fs.inodes[ino] = n
+	fs.copyUp(d)
+	fs.setDirent(d, name, ino)
+	fs.touchDir(d)
+	fs.p.dirtyInode(n)
+	fs.p.dirtyNextIno()
+	return n
+}
+
+func (fs *FS) checkWritable() error {
+	if fs.opts.ReadOnly {
+		return errROFS
+	}
+	return nil
+}
+
+// create makes a new node; ns is taken here.
+func (fs *FS) create(dir uint64, name string, typ objects.Type, mode uint32, target string) (Attr, error) {
+	if err := fs.checkWritable(); err != nil {
+		return Attr{}, err
+	}
+	if !objects.ValidName(name) {
+		if len(name) > objects.MaxNameLen {
+			return Attr{}, errNameLong
+		}
+		return Attr{}, errInval
+	}
+	fs.ns.Lock()
+	defer fs.ns.Unlock()
+	d, err := fs.get(dir)
+	if err != nil {
+		return Attr{}, err
+	}
+	if d.typ != objects.TypeDir {
+		return Attr{}, errNotDir
+	}
+	if _, err := fs.child(d, name); err == nil {
+		return Attr{}, errExist
+	} else if err != errNoEnt {
+		return Attr{}, err
+	}
+	n := fs.newNode(d, name, typ, mode)
+	n.target = target
+	if typ == objects.TypeSymlink {
+		n.size = int64(len(target))
+	}
+	return n.attr(), nil
+}
+
+// Mkdir creates a directory. A directory created where a lower one was
+// deleted is opaque: it starts empty.
+func (fs *FS) Mkdir(dir uint64, name string, mode uint32) (Attr, error) {
+	return fs.create(dir, name, objects.TypeDir, mode, "")
+}
+
+// Create creates an empty regular file and opens it.
+func (fs *FS) Create(dir uint64, name string, mode uint32) (Attr, error) {
+	a, err := fs.create(dir, name, objects.TypeFile, mode, "")
+	if err == nil {
+		fs.Opened(a.Ino)
+	}
+	return a, err
+}
+
+// Mkfifo creates a named pipe.
+func (fs *FS) Mkfifo(dir uint64, name string, mode uint32) (Attr, error) {
+	return fs.create(dir, name, objects.TypeFifo, mode, "")
+}
+
+// Symlink creates a symbolic link; the target is stored verbatim.
+func (fs *FS) Symlink(dir uint64, name, target string) (Attr, error) {
+	if target == "" || len(target) > objects.MaxTargetLen {
+		return Attr{}, errNameLong
+	}
+	return fs.create(dir, name, objects.TypeSymlink, 0o777, target)
+}
+
+// Readlink returns a symlink's target.
+func (fs *FS) Readlink(ino uint64) (string, error) {
+	fs.ns.RLock()
+	n, err := fs.get(ino)
+	fs.ns.RUnlock()
+	if err != nil {
+		return "", err
+	}
+	if n.typ != objects.TypeSymlink {
+		return "", errInval
+	}
+	return n.target, nil
+}
+
+// Link adds a hard link to a non-directory.
+func (fs *FS) Link(ino, dir uint64, name string) (Attr, error) {
+	if err := fs.checkWritable(); err != nil {
+		return Attr{}, err
+	}
+	if !objects.ValidName(name) {
+		return Attr{}, errInval
+	}
+	fs.ns.Lock()
+	defer fs.ns.Unlock()
+	n, err := fs.get(ino)
+	if err != nil {
+		return Attr{}, err
+	}
+	if n.typ == objects.TypeDir {
+		return Attr{}, errPerm
+	}
+	d, err := fs.get(dir)
+	if err != nil {
+		return Attr{}, err
+	}
+	if _, err := fs.child(d, name); err == nil {
+		return Attr{}, errExist
+	} else if err != errNoEnt {
+		return Attr{}, err
+	}
+	fs.copyUp(n)
+	fs.copyUp(d)
+	fs.setDirent(d, name, n.ino)
+	fs.touchDir(d)
+	n.mu.Lock()
+	n.nlink++
+	n.ctime = time.Now().UnixNano()
+	a := n.attr()
+	n.mu.Unlock()
+	fs.p.dirtyInode(n)
+	return a, nil
+}
+
+// Unlink removes a non-directory name.
+func (fs *FS) Unlink(dir uint64, name string) error {
+	return fs.remove(dir, name, false)
+}
+
+// Rmdir removes an empty directory.
+func (fs *FS) Rmdir(dir uint64, name string) error {
+	return fs.remove(dir, name, true)
+}
+
+func (fs *FS) remove(dir uint64, name string, isDir bool) error {
+	if err := fs.checkWritable(); err != nil {
+		return err
+	}
+	fs.ns.Lock()
+	defer fs.ns.Unlock()
+	d, err := fs.get(dir)
+	if err != nil {
+		return err
+	}
+	n, err := fs.child(d, name)
+	if err != nil {
+		return err
+	}
+	if isDir {
+		if n.typ != objects.TypeDir {
+			return errNotDir
+		}
+		empty, err := fs.isEmpty(n)
+		if err != nil {
+			return err
+		}
+		if !empty {
+			return errNotEmpty
+		}
+	} else if n.typ == objects.TypeDir {
+		return errIsDir
+	}
+	fs.copyUp(d)
+	if err := fs.removeName(d, name); err != nil {
+		return err
+	}
+	fs.touchDir(d)
+	if n.upper || n.nlink > 1 || n.opens > 0 {
+		fs.copyUp(n)
+	}
+	fs.dropLink(n)
+	if !n.upper && n.deleted {
+		// A lower node that was never copied up: the whiteout is enough,
+		// but the in-memory node must stay marked deleted for open handles.
+		n.deleted = true
+	}
+	return nil
+}
+
+// Rename flags (as renameat2).
+const (
+	RenameNoReplace = 1 << 0
+	RenameExchange  = 1 << 1
+)
+
+// Rename moves a name, replacing or exchanging with the target as flags say.
+func (fs *FS) Rename(dir uint64, name string, newDir uint64, newName string, flags uint32) error {
+	if err := fs.checkWritable(); err != nil {
+		return err
+	}
+	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
+		return errInval
+	}
+	if !objects.ValidName(newName) {
+		return errInval
+	}
+	fs.ns.Lock()
+	defer fs.ns.Unlock()
+	d, err := fs.get(dir)
+	if err != nil {
+		return err
+	}
+	nd, err := fs.get(newDir)
+	if err != nil {
+		return err
+	}
+	if nd.typ != objects.TypeDir {
+		return errNotDir
+	}
+	src, err := fs.child(d, name)
+	if err != nil {
+		return err
+	}
+	dst, err := fs.child(nd, newName)
+	if err != nil && err != errNoEnt {
+		return err
+	}
+	if dst == src {
+		return nil // same node (or hard links to it): nothing to do
+	}
+	// A directory must not move below itself.
+	if src.typ == objects.TypeDir {
+		for p := nd; ; {
+			if p == src {
+				return errInval
+			}
+			if p.ino == RootIno {
+				break
+			}
+			pp := fs.inodes[p.parent]
+			if pp == nil {
+				break
+			}
+			p = pp
+		}
+	}
+	if flags&RenameExchange != 0 {
+		if dst == nil {
+			return errNoEnt
+		}
+		if dst.typ == objects.TypeDir {
+			for p := d; ; {
+				if p == dst {
+					return errInval
+				}
+				if p.ino == RootIno {
+					break
+				}
+				pp := fs.inodes[p.parent]
+				if pp == nil {
+					break
+				}
+				p = pp
+			}
+		}
+		fs.copyUp(src)
+		fs.copyUp(dst)
+		fs.copyUp(d)
+		fs.copyUp(nd)
+		fs.setDirent(d, name, dst.ino)
+		fs.setDirent(nd, newName, src.ino)
+		fs.relocate(src, nd, newName)
+		fs.relocate(dst, d, name)
+		fs.touchDir(d)
+		fs.touchDir(nd)
+		return nil
+	}
+	if dst != nil {
+		if flags&RenameNoReplace != 0 {
+			return errExist
+		}
+		switch {
+		case src.typ == objects.TypeDir && dst.typ != objects.TypeDir:
+			return errNotDir
+		case src.typ != objects.TypeDir && dst.typ == objects.TypeDir:
+			return errIsDir
+		case dst.typ == objects.TypeDir:
+			empty, err := fs.isEmpty(dst)
+			if err != nil {
+				return err
+			}
+			if !empty {
+				return errNotEmpty
+			}
+		}
+	}
+	fs.copyUp(src)
+	fs.copyUp(d)
+	fs.copyUp(nd)
+	if err := fs.removeName(d, name); err != nil {
+		return err
+	}
+	fs.setDirent(nd, newName, src.ino)
+	fs.relocate(src, nd, newName)
+	if dst != nil {
+		if dst.upper || dst.nlink > 1 || dst.opens > 0 {
+			fs.copyUp(dst)
+		}
+		fs.dropLink(dst)
+	}
+	fs.touchDir(d)
+	if nd != d {
+		fs.touchDir(nd)
+	}
+	src.mu.Lock()
+	src.ctime = time.Now().UnixNano()
+	src.mu.Unlock()
+	fs.p.dirtyInode(src)
+	return nil
+}
+
+// relocate records a node's new place (directories track their parent).
+func (fs *FS) relocate(n *inode, d *inode, name string) {
+	n.parent, n.name = d.ino, name
+	fs.p.dirtyInode(n)
+}
