@@ -120,10 +120,18 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 		Version:       repo.Version,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &flagError{err} })
+	// Bare 'art [flags] [command...]' is 'art run', as in ART.
+	ro := &runOptions{}
+	addRunFlags(root, ro)
+	root.Flags().StringVarP(&g.db, "db", "d", "", "repository file (default $ART_DB, else .art/art.db above the workspace)")
+	root.Args = cobra.ArbitraryArgs
+	root.RunE = func(c *cobra.Command, args []string) error {
+		return runMain(c.Context(), g, ro, args)
+	}
 	for _, c := range []*cobra.Command{
 		newInitCmd(g), newPushCmd(g), newPullCmd(g), newLogCmd(g), newShowCmd(g),
 		newDiffCmd(g), newBranchCmd(g), newCheckoutCmd(g), newStatusCmd(g),
-		newGCCmd(g), newFsckCmd(g), newMountCmd(g), newCommitCmd(g),
+		newGCCmd(g), newFsckCmd(g), newMountCmd(g), newCommitCmd(g), newRunCmd(g),
 	} {
 		// -d is --db everywhere except 'art branch', where it deletes (as in git).
 		short := "d"

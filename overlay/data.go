@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"sort"
 	"syscall"
@@ -485,6 +486,20 @@ func (fs *FS) SetXattr(ino uint64, name string, value []byte, flags uint32, remo
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if name == aclAccess && !remove {
+		mode, minimal, err := aclMode(value)
+		if err != nil {
+			return err
+		}
+		// Setting an access ACL changes the mode bits (POSIX.1e); a
+		// minimal ACL is nothing but the mode, so it is not stored.
+		n.mode = n.mode&^0o777 | mode
+		if minimal {
+			n.ctime = time.Now().UnixNano()
+			fs.p.dirtyInodeLocked(n)
+			return nil
+		}
+	}
 	i := sort.Search(len(n.xattrs), func(i int) bool { return n.xattrs[i].Name >= name })
 	exists := i < len(n.xattrs) && n.xattrs[i].Name == name
 	switch {
@@ -517,4 +532,53 @@ func (fs *FS) Statfs() (syscall.Statfs_t, error) {
 	var st syscall.Statfs_t
 	err := syscall.Statfs(fs.r.Path, &st)
 	return st, err
+}
+
+// aclAccess is the xattr through which tools (cp -p, sed -i, tar) set
+// POSIX ACLs; FUSE passes it on as an xattr.
+const aclAccess = "system.posix_acl_access"
+
+// aclMode decodes a POSIX ACL xattr (version 2: entries of u16 tag, u16
+// perm, u32 id) into the permission bits it implies, and whether it holds
+// only the three entries equivalent to a mode.
+func aclMode(v []byte) (mode uint32, minimal bool, err error) {
+	const (
+		userObj  = 0x01
+		user     = 0x02
+		groupObj = 0x04
+		group    = 0x08
+		mask     = 0x10
+		other    = 0x20
+	)
+	if len(v) < 4 || (len(v)-4)%8 != 0 || binary.LittleEndian.Uint32(v) != 2 {
+		return 0, false, errInval
+	}
+	var u, g, o, m uint32
+	hasMask := false
+	minimal = true
+	for b := v[4:]; len(b) > 0; b = b[8:] {
+		tag := binary.LittleEndian.Uint16(b)
+		perm := uint32(binary.LittleEndian.Uint16(b[2:])) & 7
+		switch tag {
+		case userObj:
+			u = perm
+		case groupObj:
+			g = perm
+		case other:
+			o = perm
+		case mask:
+			m, hasMask = perm, true
+		case user, group:
+			minimal = false
+		default:
+			return 0, false, errInval
+		}
+	}
+	if hasMask {
+		g = m // with a mask, the group bits of the mode are the mask
+		if minimal {
+			minimal = false
+		}
+	}
+	return u<<6 | g<<3 | o, minimal, nil
 }

@@ -375,7 +375,10 @@ func joinRel(dir, name string) string {
 func (p *puller) applyDir(dfd int, n *pullNode) error {
 	// Deletions first, so a type change can reuse the name.
 	for _, k := range n.kids {
-		if k.op == opDelete || (k.op == opWrite && k.host != nil) || k.op == opLeave && k.host != nil && k.host.typ == objects.TypeDir {
+		// A file replaced by a file, link or fifo is renamed over
+		// atomically; only a directory on either side is removed first.
+		replaceDir := k.op == opWrite && k.host != nil && (k.host.typ == objects.TypeDir || k.stored.Type == objects.TypeDir)
+		if k.op == opDelete || replaceDir || k.op == opLeave && k.host != nil && k.host.typ == objects.TypeDir {
 			if err := p.remove(dfd, k); err != nil {
 				return err
 			}

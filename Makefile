@@ -1,0 +1,37 @@
+# art — see README.md. Targets install what they need (scripts/deps.sh).
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin
+TEST_TIMEOUT ?= 40m
+
+.PHONY: all build deps demo test vet fuzz bench faults clean
+
+all: build
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	$(GO) build -o bin/art .
+
+# The main job: a real sandboxed session on a demo workspace, then art log / art diff.
+demo: build
+	bash scripts/demo.sh
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
+	$(GO) vet ./...
+	GOARCH=arm64 $(GO) vet ./...
+
+# Every test, as root with real bwrap, FUSE and SQLite; fuzzers run briefly.
+test: deps vet
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	bash scripts/fuzz.sh 5s
+
+fuzz:
+	bash scripts/fuzz.sh 60s
+
+bench: build
+	bash bench/repo.sh
+
+clean:
+	rm -rf bin bench/out

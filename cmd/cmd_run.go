@@ -1,0 +1,344 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/artproject/art/fuse"
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/overlay"
+	"github.com/artproject/art/repo"
+	"github.com/artproject/art/sandbox"
+)
+
+// runOptions are the flags of art run (and of bare art).
+type runOptions struct {
+	dir         string
+	branch      string
+	message     string
+	interactive bool
+	net         bool
+	direct      bool
+	env         []string
+	timeout     time.Duration
+	memory      string
+	pids        int
+	user        string
+	trace       bool
+	traceLog    string
+	traceCalls  string
+}
+
+const runLong = `run starts COMMAND (default: bash) in a bubblewrap sandbox whose home,
+/home/agent, is a copy-on-write view of the branch; the workspace DIR is at
+/home/agent/<basename of DIR> and is the working directory. When the command
+ends (normally, with an error, by a signal or a timeout) the session is
+recorded as a commit on the branch: argv, exit status, times. Host files are
+never modified; export a state with 'art pull --commit REV'.
+
+The sandbox sees the host root read-only, a private /tmp, no network (unless
+--net), no capabilities, a cleared environment (HOME, PATH, PWD, TERM, LANG,
+USER and --env values), and nothing of the repository. Started by root, the
+agent runs as an unprivileged user (--user, default nobody). Extra binds come
+from the host's DIR/.art/config/binds.json only.
+
+With no repository (or --direct) the host DIR is bound read-write at
+/home/agent/<basename> and nothing is recorded.
+
+Exit status: the command's own; 128+N when killed by signal N; 124 when
+--timeout ended it; 125 when art itself fails; 126 when the command cannot
+be executed; 127 when it is not found.`
+
+const runExample = `  art run -m ws -- python3 agent.py
+  art run -b attempt-1 -M "first try" -- ./agent.sh
+  art -m ws --timeout 10m -- make test
+  art run --direct -- ls`
+
+func addRunFlags(c *cobra.Command, o *runOptions) {
+	f := c.Flags()
+	f.SetInterspersed(false) // flags after the command belong to it
+	f.StringVarP(&o.dir, "mount", "m", ".", "host workspace directory")
+	f.StringVarP(&o.branch, "branch", "b", "", "branch to run on (created from HEAD if missing)")
+	f.StringVarP(&o.message, "message", "M", "", "commit message (default \"run: <argv>\")")
+	f.BoolVarP(&o.interactive, "interactive", "i", term.IsTerminal(int(os.Stdin.Fd())), "run on a fresh pty (default: whether stdin is a terminal)")
+	f.BoolVar(&o.net, "net", false, "share the host network")
+	f.BoolVar(&o.direct, "direct", false, "bind the host workspace read-write; record nothing")
+	f.StringArrayVar(&o.env, "env", nil, "set KEY=VALUE inside the sandbox (repeatable)")
+	f.DurationVar(&o.timeout, "timeout", 0, "kill the sandbox after this long (exit 124), e.g. 30s, 10m")
+	f.StringVar(&o.memory, "memory", "", "memory limit, e.g. 512M, 2G")
+	f.IntVar(&o.pids, "pids", 0, "process limit")
+	f.StringVar(&o.user, "user", "", "host user the agent runs as when art runs as root (default nobody)")
+	f.BoolVar(&o.trace, "trace", false, "trace the agent's syscalls")
+	f.StringVar(&o.traceLog, "trace-log", "", "write the strace-like log here (default stderr)")
+	f.StringVar(&o.traceCalls, "trace-syscalls", "", "trace only these syscalls (comma-separated)")
+}
+
+func newRunCmd(g *globals) *cobra.Command {
+	o := &runOptions{}
+	c := &cobra.Command{
+		Use:     "run [flags] [-- command...]",
+		Short:   "run a command in the sandbox and record the session as a commit",
+		Long:    runLong,
+		Example: runExample,
+		RunE: func(c *cobra.Command, args []string) error {
+			return runMain(c.Context(), g, o, args)
+		},
+	}
+	addRunFlags(c, o)
+	return c
+}
+
+// exitWith ends the command with a status and no message.
+func exitWith(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return &codeError{code: code}
+}
+
+// runFail marks an error of art itself: exit status 125.
+func runFail(err error) error { return withCode(exitArt, err) }
+
+func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if len(argv) == 0 {
+		argv = []string{"bash"}
+		if _, err := exec.LookPath("bash"); err != nil {
+			argv = []string{"sh"}
+		}
+	}
+	if o.timeout < 0 {
+		return runFail(fmt.Errorf("--timeout %s: must be positive", o.timeout))
+	}
+	if o.pids < 0 {
+		return runFail(fmt.Errorf("--pids %d: must be positive", o.pids))
+	}
+	var memory int64
+	if o.memory != "" {
+		m, err := sandbox.ParseSize(o.memory)
+		if err != nil {
+			return runFail(fmt.Errorf("--memory %q: %w", o.memory, err))
+		}
+		memory = m
+	}
+	if o.trace || o.traceLog != "" || o.traceCalls != "" {
+		return runFail(errors.New("--trace is not available in this build yet"))
+	}
+	dir, err := repo.CheckWorkspaceDir(o.dir)
+	if err != nil {
+		return runFail(err)
+	}
+	ws, err := repo.WorkspaceName(dir)
+	if err != nil {
+		return runFail(err)
+	}
+	binds, err := sandbox.LoadBinds(filepath.Join(dir, repo.DirName, "config", "binds.json"), dir)
+	if err != nil {
+		return runFail(err)
+	}
+	cfg := sandbox.Config{
+		Workspace: ws, Argv: argv, Interactive: o.interactive, Net: o.net, Env: o.env,
+		Term: os.Getenv("TERM"), Lang: os.Getenv("LANG"), User: o.user,
+		Binds: binds, Timeout: o.timeout, Memory: memory, Pids: o.pids,
+	}
+	stdio := sandbox.Stdio{Stdin: g.stdin, Stdout: g.stdout, Stderr: g.stderr}
+
+	dbPath, derr := repo.Discover(g.db, dir)
+	if o.direct || errors.Is(derr, repo.ErrNoRepo) {
+		if !o.direct {
+			fmt.Fprintf(g.stderr, "art: no repository found for %s; running in direct mode: the workspace is bound read-write and nothing is recorded (create one with 'art init -m %s')\n", dir, dir)
+		}
+		return runDirect(ctx, g, cfg, dir, stdio)
+	}
+	if derr != nil {
+		return runFail(derr)
+	}
+	r, err := repo.Open(dbPath)
+	if err != nil {
+		return runFail(err)
+	}
+	defer r.Close()
+	g.cleanupStale(r)
+	return runOverlay(ctx, g, o, r, cfg, dir, stdio)
+}
+
+// runDirect binds the host workspace read-write into an empty home.
+func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, stdio sandbox.Stdio) error {
+	home, err := os.MkdirTemp("", "art-home-")
+	if err != nil {
+		return runFail(err)
+	}
+	defer os.RemoveAll(home)
+	os.Chmod(home, 0o755)
+	if err := os.Mkdir(filepath.Join(home, cfg.Workspace), 0o755); err != nil {
+		return runFail(err)
+	}
+	cfg.Home = home
+	cfg.Binds = append([]sandbox.Bind{{Host: dir, Guest: "/home/agent/" + cfg.Workspace, ReadOnly: false}}, cfg.Binds...)
+	cfg.Hide = []string{filepath.Join(dir, repo.DirName)}
+	res, err := sandbox.Run(ctx, cfg, stdio)
+	if err != nil {
+		return runFail(err)
+	}
+	return exitWith(res.ExitCode)
+}
+
+func looksLikeRev(name string) bool {
+	if len(name) < 4 {
+		return false
+	}
+	for _, c := range name {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cfg sandbox.Config, dir string, stdio sandbox.Stdio) error {
+	head, err := r.Head()
+	if err != nil {
+		return runFail(err)
+	}
+	branch := o.branch
+	if branch == "" {
+		if head.Detached() {
+			return runFail(errors.New("HEAD is detached; name a branch for this session with -b NAME"))
+		}
+		branch = head.Branch
+	}
+	if err := repo.CheckBranchName(branch); err != nil {
+		return runFail(err)
+	}
+	if _, err := r.BranchTip(branch); errors.Is(err, repo.ErrNoBranch) {
+		switch {
+		case looksLikeRev(branch):
+			return runFail(fmt.Errorf("branch %q does not exist and looks like a commit id; to start from a commit, create a branch first: art branch NAME %s", branch, branch))
+		case head.Commit.IsZero():
+			// An empty repository: import the host workspace first.
+			fmt.Fprintf(g.stderr, "art: empty repository; importing %s first (as 'art push')\n", dir)
+			if _, err := r.Push(ctx, repo.PushOptions{Dir: dir, Branch: branch, Message: "import " + cfg.Workspace}); err != nil {
+				return runFail(err)
+			}
+		default:
+			if err := r.CreateBranch(branch, head.Commit); err != nil {
+				return runFail(err)
+			}
+			fmt.Fprintf(g.stderr, "art: created branch %s at %s\n", branch, head.Commit.Short())
+		}
+	} else if err != nil {
+		return runFail(err)
+	}
+	if drift, err := r.HostDrift(dir); err == nil && drift.Synced && !drift.Clean() {
+		fmt.Fprintf(g.stderr, "art: warning: %s changed on the host since the last push/pull (%d added, %d modified, %d deleted); the sandbox sees the repository's version (record the host's with 'art push -m %s')\n",
+			dir, len(drift.Added), len(drift.Modified), len(drift.Deleted), dir)
+	}
+	uid, gid, err := sandbox.AgentUser(o.user)
+	if err != nil {
+		return runFail(err)
+	}
+	if err := fuse.CheckFUSE(); err != nil {
+		return runFail(err)
+	}
+	start := time.Now()
+	msg := o.message
+	if msg == "" {
+		msg = "run: " + strings.Join(cfg.Argv, " ")
+	}
+	sess := &objects.Session{Mode: "run", Argv: cfg.Argv, Workspace: cfg.Workspace, Start: start.UnixNano(), Version: repo.Version}
+	sessJSON, _ := json.Marshal(sess)
+
+	mnt, err := os.MkdirTemp("", "art-home-")
+	if err != nil {
+		return runFail(err)
+	}
+	defer os.Remove(mnt)
+	os.Chmod(mnt, 0o755)
+	wt, resumed, err := r.CreateWorktree(branch, "run", mnt, string(sessJSON))
+	if err != nil {
+		return runFail(err)
+	}
+	if resumed {
+		fmt.Fprintf(g.stderr, "art: continuing interrupted worktree #%d on %s with its pending changes\n", wt.ID, branch)
+		r.DB.Exec(`UPDATE worktrees SET session=? WHERE id=?`, string(sessJSON), wt.ID)
+	}
+	logger := log.New(g.stderr, "art: ", 0)
+	ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger})
+	if err != nil {
+		r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+		return runFail(err)
+	}
+	if _, err := ofs.Lookup(overlay.RootIno, cfg.Workspace); err != nil {
+		if _, err := ofs.Mkdir(overlay.RootIno, cfg.Workspace, 0o755); err != nil {
+			ofs.Close()
+			r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+			return runFail(fmt.Errorf("create /home/agent/%s: %w", cfg.Workspace, err))
+		}
+		fmt.Fprintf(g.stderr, "art: warning: branch %s has no workspace %q; starting with an empty one (import the host's with 'art push -m %s')\n", branch, cfg.Workspace, dir)
+	}
+	srv, err := fuse.Mount(mnt, ofs, fuse.Options{UID: uint32(uid), GID: uint32(gid), AllowOther: os.Geteuid() == 0, Log: logger})
+	if err != nil {
+		ofs.Close()
+		r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+		return runFail(fmt.Errorf("mount the home: %w", err))
+	}
+	cfg.Home = mnt
+	repoDir := filepath.Dir(r.Path)
+	cfg.Hide = []string{repoDir, r.Path}
+	res, runErr := sandbox.Run(ctx, cfg, stdio)
+	if err := srv.Unmount(); err != nil {
+		syscall.Unmount(mnt, syscall.MNT_DETACH)
+	}
+	srv.Wait()
+	if runErr != nil {
+		// Nothing ran: keep the worktree's changes (none, usually) and say why.
+		if cerr := sandbox.CheckTools(); cerr != nil {
+			runErr = cerr
+		}
+		ofs.Close()
+		tx, terr := r.Begin()
+		if terr == nil {
+			tx.DeleteWorktree(wt.ID)
+			tx.Commit()
+		}
+		return runFail(runErr)
+	}
+	sess.End = res.End.UnixNano()
+	if !res.Start.IsZero() {
+		sess.Start = res.Start.UnixNano()
+	}
+	sess.ExitCode = res.ExitCode
+	switch {
+	case res.TimedOut:
+		sess.Status = "timed out"
+	case res.Interrupted != 0:
+		sess.Status = "interrupted"
+		sess.Signal = res.Interrupted.String()
+	case res.Signal != 0:
+		sess.Status = "signaled"
+		sess.Signal = res.Signal.String()
+	default:
+		sess.Status = "exited"
+	}
+	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: true})
+	if err != nil {
+		r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+		return runFail(fmt.Errorf("record the session: %w (the changes stay in worktree #%d; 'art commit --worktree %d' records them)", err, wt.ID, wt.ID))
+	}
+	fmt.Fprintf(g.stderr, "art: session recorded as %s on %s (%s)\n", id.Short(), branch, sessionSummary(sess))
+	return exitWith(res.ExitCode)
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what art needs at run and test time, when missing: bubblewrap,
+# fuse3 (fusermount3, /dev/fuse), and the tools the tests drive (git, fio).
+# Go modules come from go.mod.
+set -euo pipefail
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v fio >/dev/null 2>&1 || need+=(fio)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "art: missing ${need[*]}; install them: sudo apt-get install -y ${need[*]}" >&2
+		exit 1
+	fi
+	echo "art: installing ${need[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if ! command -v go >/dev/null 2>&1; then
+	for g in /usr/local/go/bin /usr/lib/go/bin; do
+		[ -x "$g/go" ] && export PATH="$g:$PATH"
+	done
+fi
+command -v go >/dev/null 2>&1 || { echo "art: Go toolchain not found (install golang or put go on PATH)" >&2; exit 1; }
