@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// LoadBinds reads a binds.json file in ART's format: a JSON array of
+// objects {"host": "...", "guest": "...", "readonly": true}, where readonly
+// defaults to true. A relative host path is relative to workspace (the host
+// directory of the workspace). A missing file means no binds. Errors name
+// the file, the entry (index and value) and what to do.
+//
+// Callers must read it from the host (for art, .art/config/binds.json),
+// never from anything the agent can write.
+func LoadBinds(path string, workspace string) ([]Bind, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read binds file: %w", err)
+	}
+	binds, err := ParseBinds(data, workspace)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return binds, nil
+}
+
+// ParseBinds parses and checks the contents of a binds.json file; see
+// LoadBinds.
+func ParseBinds(data []byte, workspace string) ([]Bind, error) {
+	var entries []json.RawMessage
+	if err := strictDecode(data, &entries); err != nil {
+		return nil, fmt.Errorf("not a valid binds file: %s; it must be a JSON array like [{\"host\": \"data\", \"guest\": \"/data\", \"readonly\": true}]", describeJSONError(data, err))
+	}
+	var out []Bind
+	for i, raw := range entries {
+		b, err := parseBind(raw, workspace)
+		if err != nil {
+			return nil, fmt.Errorf("entry %d %s: %w", i, compact(raw), err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func parseBind(raw json.RawMessage, workspace string) (Bind, error) {
+	var e struct {
+		Host     *string `json:"host"`
+		Guest    *string `json:"guest"`
+		ReadOnly *bool   `json:"readonly"`
+	}
+	if err := strictDecode(raw, &e); err != nil {
+		return Bind{}, fmt.Errorf("%s; an entry is an object with \"host\", \"guest\" and optionally \"readonly\"", describeJSONError(raw, err))
+	}
+	if e.Host == nil || *e.Host == "" {
+		return Bind{}, errors.New(`"host" is missing: give the host path to bind (absolute, or relative to the workspace)`)
+	}
+	host := *e.Host
+	if !filepath.IsAbs(host) {
+		if workspace == "" {
+			return Bind{}, fmt.Errorf("host path %q is relative and no workspace is known: use an absolute path", host)
+		}
+		ws, err := filepath.Abs(workspace)
+		if err != nil {
+			return Bind{}, err
+		}
+		host = filepath.Join(ws, host)
+	}
+	host = filepath.Clean(host)
+	if _, err := os.Stat(host); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Bind{}, fmt.Errorf("host path %s does not exist: create it or fix the path", host)
+		}
+		return Bind{}, fmt.Errorf("host path %s: %w", host, err)
+	}
+	guest := ""
+	if e.Guest != nil {
+		guest = *e.Guest
+	}
+	g, err := checkGuest(guest)
+	if err != nil {
+		return Bind{}, err
+	}
+	ro := true
+	if e.ReadOnly != nil {
+		ro = *e.ReadOnly
+	}
+	return Bind{Host: host, Guest: g, ReadOnly: ro}, nil
+}
+
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// describeJSONError adds a line:column to syntax and type errors.
+func describeJSONError(data []byte, err error) string {
+	var off int64 = -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	case errors.Is(err, io.EOF):
+		return "the file is empty"
+	}
+	if off < 0 {
+		return err.Error()
+	}
+	line, col := 1, 1
+	for _, c := range data[:min(int(off), len(data))] {
+		if c == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return fmt.Sprintf("%v (line %d, column %d)", err, line, col)
+}
+
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	s := b.String()
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}

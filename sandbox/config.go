@@ -1,0 +1,633 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// GuestHome is where Config.Home appears inside the sandbox.
+const GuestHome = "/home/agent"
+
+// DefaultPath is PATH inside the sandbox unless Config.Env sets PATH.
+const DefaultPath = "/home/agent/.local/bin:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
+// GuestUser is $USER inside the sandbox.
+const GuestUser = "agent"
+
+// DefaultUser is the host user the agent runs as when the caller is root and
+// Config.User is empty.
+const DefaultUser = "nobody"
+
+// Bind is one extra bind mount: a host path shown at Guest inside the
+// sandbox, read-only unless ReadOnly is false.
+type Bind struct {
+	Host     string `json:"host"`
+	Guest    string `json:"guest"`
+	ReadOnly bool   `json:"readonly"`
+}
+
+// Config describes one sandboxed command.
+type Config struct {
+	// Home is the host directory bound read-write at /home/agent (for art,
+	// the FUSE mount point). Required; must exist and be reachable and
+	// writable by the agent's user (see AgentUser), since bwrap runs as it.
+	Home string
+	// Workspace is the directory inside Home the command starts in
+	// (/home/agent/<Workspace>); "" means /home/agent. It must exist.
+	Workspace string
+	// Argv is the command and its arguments, passed through unchanged. It is
+	// looked up in the sandbox's PATH; not found gives 127, not executable 126.
+	Argv []string
+
+	// Interactive runs the command on a fresh pty (session leader, pty as
+	// controlling terminal), with the caller's terminal in raw mode.
+	Interactive bool
+	// Net keeps the host network (--share-net). Default: no network at all.
+	Net bool
+	// Env holds extra KEY=VALUE pairs (art's --env), set last, so they may
+	// override the defaults below.
+	Env []string
+	// Term and Lang become $TERM and $LANG; defaults "dumb" and "C.UTF-8".
+	Term string
+	Lang string
+	// User is the host user the agent runs as when the caller is root: a
+	// name, a uid or uid:gid. Default "nobody". Root (uid 0) is refused.
+	// When the caller is not root the agent runs as the caller and User
+	// must be empty or name the caller.
+	User string
+
+	// Hide lists host paths made invisible inside the sandbox: a directory
+	// is covered by an empty read-only tmpfs, anything else by /dev/null.
+	// Paths that appear through Home or a bind are covered there too.
+	// Missing paths, and paths the agent's user cannot reach anyway, are
+	// skipped.
+	Hide []string
+	// Binds are extra bind mounts, applied after the home. Host paths must
+	// be absolute and exist. A guest path must exist in the host's
+	// read-only root or lie under /tmp, /run, /dev/shm, /home/agent or an
+	// earlier read-write bind (where bwrap can create it); it may not cover
+	// /home/agent.
+	Binds []Bind
+
+	// Timeout, when > 0, kills the whole sandbox after that long; the
+	// result is then exit code 124 with TimedOut set.
+	Timeout time.Duration
+	// Memory (bytes) and Pids (processes) limit the sandbox when > 0; see
+	// Result.Limits for the mechanism used.
+	Memory int64
+	Pids   int
+
+	// SeccompFD, when set, is passed to bwrap as --seccomp (a compiled
+	// seccomp-bpf program, e.g. from the tracer package). Run does not
+	// close it.
+	SeccompFD *os.File
+	// Starter, when set, replaces cmd.Start and cmd.Wait (see Starter).
+	Starter Starter
+}
+
+// File descriptor numbers in the bwrap process (ExtraFiles start at 3).
+const (
+	fdStarted = 3 // the shim writes one byte here right before exec
+	fdInfo    = 4 // bwrap --info-fd: JSON with the host pid of the sandbox's pid 1
+	fdSeccomp = 5 // bwrap --seccomp, when Config.SeccompFD is set
+)
+
+// identity is who bwrap (and so the agent) runs as.
+type identity struct {
+	uid, gid uint32
+	name     string
+	switchTo bool // the caller is root: run bwrap with these credentials
+}
+
+// AgentUser reports the host uid and gid the agent runs as for Config.User =
+// spec, given who the current process is. A package that presents files to
+// the agent (the FUSE layer) can use it to make the home writable for it.
+func AgentUser(spec string) (uid, gid int, err error) {
+	id, err := agentIdentity(spec)
+	if err != nil {
+		return 0, 0, err
+	}
+	return int(id.uid), int(id.gid), nil
+}
+
+func agentIdentity(spec string) (identity, error) {
+	if os.Geteuid() != 0 {
+		me := identity{uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
+		if spec == "" {
+			return me, nil
+		}
+		id, err := resolveUser(spec)
+		if err != nil {
+			return identity{}, err
+		}
+		if id.uid != me.uid {
+			return identity{}, fmt.Errorf("cannot run the agent as user %q (uid %d): only root can switch users; run art as root or drop the user setting", spec, id.uid)
+		}
+		return me, nil
+	}
+	if spec == "" {
+		spec = DefaultUser
+	}
+	id, err := resolveUser(spec)
+	if err != nil {
+		return identity{}, err
+	}
+	if id.uid == 0 {
+		return identity{}, fmt.Errorf("refusing to run the agent as root (user %q): pick an unprivileged user, e.g. %q", spec, DefaultUser)
+	}
+	id.switchTo = true
+	return id, nil
+}
+
+// resolveUser turns a user spec (name, uid, or uid:gid) into host ids.
+func resolveUser(spec string) (identity, error) {
+	lookErr := func(err error) error {
+		return fmt.Errorf("unknown agent user %q: %v; give an existing user name, a uid or uid:gid", spec, err)
+	}
+	if spec == "" {
+		return identity{}, lookErr(errors.New("empty"))
+	}
+	if u, g, ok := strings.Cut(spec, ":"); ok {
+		uid, err1 := strconv.ParseUint(u, 10, 32)
+		gid, err2 := strconv.ParseUint(g, 10, 32)
+		if err1 != nil || err2 != nil {
+			return identity{}, lookErr(errors.New("uid:gid must both be numbers"))
+		}
+		return identity{uid: uint32(uid), gid: uint32(gid), name: spec}, nil
+	}
+	if n, err := strconv.ParseUint(spec, 10, 32); err == nil {
+		id := identity{uid: uint32(n), gid: uint32(n), name: spec}
+		if u, err := lookupUserID(spec); err == nil {
+			id.gid = u.gid
+			id.name = u.name
+		}
+		return id, nil
+	}
+	u, err := lookupUserName(spec)
+	if err != nil {
+		return identity{}, lookErr(err)
+	}
+	return u, nil
+}
+
+var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// guestEnv is the environment inside the sandbox, in order.
+func guestEnv(cfg Config, pwd string) ([][2]string, error) {
+	term := cfg.Term
+	if term == "" {
+		term = "dumb"
+	}
+	lang := cfg.Lang
+	if lang == "" {
+		lang = "C.UTF-8"
+	}
+	env := [][2]string{
+		{"HOME", GuestHome},
+		{"PATH", DefaultPath},
+		{"PWD", pwd},
+		{"TERM", term},
+		{"LANG", lang},
+		{"USER", GuestUser},
+	}
+	for _, kv := range cfg.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !envKey.MatchString(k) {
+			return nil, fmt.Errorf("invalid environment setting %q: use KEY=VALUE with KEY made of letters, digits and _ (not starting with a digit)", kv)
+		}
+		if strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("invalid environment setting for %s: the value contains a NUL byte", k)
+		}
+		replaced := false
+		for i := range env {
+			if env[i][0] == k {
+				env[i][1] = v
+				replaced = true
+			}
+		}
+		if !replaced {
+			env = append(env, [2]string{k, v})
+		}
+	}
+	return env, nil
+}
+
+// isAncestorOrSelf reports whether dir is p or one of its ancestors (both clean, absolute).
+func isAncestorOrSelf(dir, p string) bool {
+	if dir == p || dir == "/" {
+		return true
+	}
+	return strings.HasPrefix(p, dir+"/")
+}
+
+// within returns p relative to dir when p is dir or below it.
+func within(p, dir string) (string, bool) {
+	if p == dir {
+		return ".", true
+	}
+	if dir == "/" {
+		return strings.TrimPrefix(p, "/"), true
+	}
+	if strings.HasPrefix(p, dir+"/") {
+		return p[len(dir)+1:], true
+	}
+	return "", false
+}
+
+// checkGuest validates a bind's guest path and returns it cleaned.
+func checkGuest(guest string) (string, error) {
+	if guest == "" {
+		return "", errors.New(`"guest" is missing: give the absolute path where the sandbox should see it, e.g. "/data"`)
+	}
+	if !filepath.IsAbs(guest) {
+		return "", fmt.Errorf("guest path %q is relative: use an absolute path inside the sandbox, e.g. %q", guest, "/"+guest)
+	}
+	g := filepath.Clean(guest)
+	if isAncestorOrSelf(g, GuestHome) {
+		return "", fmt.Errorf("guest path %q would cover the agent home %s: choose a path below it or elsewhere, e.g. /mnt/data", guest, GuestHome)
+	}
+	return g, nil
+}
+
+// writableGuest are guest directories where bwrap can create mount points.
+var writableGuest = []string{"/tmp", "/run", "/dev/shm", GuestHome}
+
+// checkMountpoint makes sure bwrap can mount on guest: the rest of the guest
+// file system is the read-only host root, where a missing mount point
+// cannot be created.
+func checkMountpoint(guest string, earlier []Bind) error {
+	for _, w := range writableGuest {
+		if rel, ok := within(guest, w); ok && rel != "." {
+			return nil
+		}
+	}
+	for _, b := range earlier {
+		if rel, ok := within(guest, b.Guest); ok && rel != "." && !b.ReadOnly {
+			return nil
+		}
+	}
+	for _, m := range masked {
+		if _, ok := within(guest, m); ok {
+			return fmt.Errorf("guest path %s is inside %s, which the sandbox replaces: choose another path, e.g. /mnt/data", guest, m)
+		}
+	}
+	if _, err := os.Lstat(guest); err != nil {
+		return fmt.Errorf("guest path %s does not exist in the sandbox's read-only view of the host, so bwrap cannot create it: create it on the host (mkdir -p %s), or use a path that exists or one under /tmp or %s", guest, guest, GuestHome)
+	}
+	return nil
+}
+
+// masked are guest directories that never show host content, so hiding a
+// host path below them is unnecessary (and would create stray mount points).
+var masked = []string{"/tmp", "/dev", "/proc", "/run", "/home", "/root"}
+
+// plan is everything Run needs besides the argv.
+type plan struct {
+	args   []string
+	id     identity
+	limits string // LimitsNone, LimitsCgroup2 or LimitsRlimit
+	home   string // absolute host home
+	cwd    string // guest working directory
+	binds  []Bind // validated
+}
+
+// Args returns the bwrap arguments (without the bwrap path itself) that Run
+// would use for cfg. They refer to file descriptors 3 (start notification),
+// 4 (--info-fd) and 5 (--seccomp) that Run provides, so they are meant for
+// display and tests, not for running by hand.
+func Args(cfg Config) ([]string, error) {
+	p, err := makePlan(cfg, limitMechanism(cfg))
+	if err != nil {
+		return nil, err
+	}
+	return p.args, nil
+}
+
+func makePlan(cfg Config, limits string) (*plan, error) {
+	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
+		return nil, errors.New("no command to run: give a command after --")
+	}
+	for _, a := range cfg.Argv {
+		if strings.ContainsRune(a, 0) {
+			return nil, fmt.Errorf("command argument %q contains a NUL byte", a)
+		}
+	}
+	if cfg.Home == "" {
+		return nil, errors.New("sandbox home directory not set")
+	}
+	home, err := filepath.Abs(cfg.Home)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(home); err != nil {
+		return nil, fmt.Errorf("sandbox home: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("sandbox home %s is not a directory", home)
+	}
+	cwd := GuestHome
+	if cfg.Workspace != "" {
+		if !filepath.IsLocal(cfg.Workspace) {
+			return nil, fmt.Errorf("workspace %q must be a relative path inside the home, without ..", cfg.Workspace)
+		}
+		ws := filepath.Clean(cfg.Workspace)
+		if st, err := os.Stat(filepath.Join(home, ws)); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("workspace directory %s does not exist in the sandbox home %s: create it first", ws, home)
+		}
+		cwd = GuestHome + "/" + filepath.ToSlash(ws)
+	}
+	if cfg.Memory < 0 || cfg.Pids < 0 {
+		return nil, errors.New("memory and process limits must not be negative")
+	}
+	id, err := agentIdentity(cfg.User)
+	if err != nil {
+		return nil, err
+	}
+	env, err := guestEnv(cfg, cwd)
+	if err != nil {
+		return nil, err
+	}
+	var binds []Bind
+	for i, b := range cfg.Binds {
+		g, err := checkGuest(b.Guest)
+		if err != nil {
+			return nil, fmt.Errorf("bind %d (%s -> %s): %w", i, b.Host, b.Guest, err)
+		}
+		if !filepath.IsAbs(b.Host) {
+			return nil, fmt.Errorf("bind %d (%s -> %s): host path must be absolute", i, b.Host, b.Guest)
+		}
+		if _, err := os.Stat(b.Host); err != nil {
+			return nil, fmt.Errorf("bind %d (%s -> %s): host path does not exist: create it or remove the bind", i, b.Host, b.Guest)
+		}
+		binds = append(binds, Bind{Host: filepath.Clean(b.Host), Guest: g, ReadOnly: b.ReadOnly})
+	}
+	for i, b := range binds {
+		if err := checkMountpoint(b.Guest, binds[:i]); err != nil {
+			return nil, fmt.Errorf("bind %d (%s -> %s): %w", i, b.Host, b.Guest, err)
+		}
+	}
+
+	a := []string{
+		"--unshare-all", "--unshare-user", "--disable-userns",
+	}
+	if cfg.Net {
+		a = append(a, "--share-net")
+	}
+	// --new-session: the sandbox never shares a session (and so a
+	// controlling terminal) with the caller, so TIOCSTI on an inherited
+	// terminal fd fails. Interactive runs make the command the leader of a
+	// session of its own whose controlling terminal is the fresh pty (see
+	// shimScript).
+	a = append(a, "--die-with-parent", "--cap-drop", "ALL", "--new-session")
+	a = append(a,
+		"--ro-bind", "/", "/",
+		"--dev", "/dev",
+		"--proc", "/proc",
+		"--perms", "1777", "--tmpfs", "/tmp",
+		"--perms", "1777", "--tmpfs", "/dev/shm",
+		"--tmpfs", "/run",
+	)
+	if cfg.Net {
+		// Keep DNS working where /etc/resolv.conf points into /run.
+		a = append(a, "--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve")
+	}
+	a = append(a,
+		"--tmpfs", "/root",
+		"--tmpfs", "/home",
+		"--bind", home, GuestHome,
+	)
+	for _, b := range binds {
+		if b.ReadOnly {
+			a = append(a, "--ro-bind", b.Host, b.Guest)
+		} else {
+			a = append(a, "--bind", b.Host, b.Guest)
+		}
+	}
+	hides, err := hideTargets(cfg.Hide, home, binds, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hides {
+		if h.dir {
+			a = append(a, "--tmpfs", h.guest, "--remount-ro", h.guest)
+		} else {
+			a = append(a, "--ro-bind", "/dev/null", h.guest)
+		}
+	}
+	a = append(a, "--remount-ro", "/root", "--remount-ro", "/home")
+	a = append(a, "--chdir", cwd, "--clearenv")
+	for _, kv := range env {
+		a = append(a, "--setenv", kv[0], kv[1])
+	}
+	a = append(a, "--info-fd", strconv.Itoa(fdInfo))
+	if cfg.SeccompFD != nil {
+		a = append(a, "--seccomp", strconv.Itoa(fdSeccomp))
+	}
+	setsid := ""
+	if cfg.Interactive {
+		if setsid = findSetsid(); setsid == "" {
+			return nil, errors.New("setsid (util-linux) not found in /usr/bin or /bin: interactive sandboxes need it to give the command its own terminal session; install util-linux")
+		}
+	}
+	a = append(a, "--", "/bin/sh", "-c", shimScript(cfg, limits, setsid), "art-sandbox")
+	a = append(a, cfg.Argv...)
+	return &plan{args: a, id: id, limits: limits, home: home, cwd: cwd, binds: binds}, nil
+}
+
+type hideTarget struct {
+	guest string
+	dir   bool
+}
+
+// hideTargets maps host paths to hide onto every guest path they appear at.
+// Paths the agent's user cannot reach at all are left out: bwrap, running as
+// that user, could not mount over them, and the agent cannot see them anyway.
+func hideTargets(hide []string, home string, binds []Bind, id identity) ([]hideTarget, error) {
+	realHome, err := filepath.EvalSymlinks(home)
+	if err != nil {
+		return nil, err
+	}
+	var out []hideTarget
+	seen := map[string]bool{}
+	add := func(g string, dir bool) {
+		g = filepath.Clean(g)
+		if !seen[g] {
+			seen[g] = true
+			out = append(out, hideTarget{g, dir})
+		}
+	}
+	var reals []string
+	for _, h := range hide {
+		if !filepath.IsAbs(h) {
+			return nil, fmt.Errorf("path to hide %q must be absolute", h)
+		}
+		real, err := filepath.EvalSymlinks(filepath.Clean(h))
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrPermission) {
+			continue // nothing there, or out of reach of this user and so of the agent
+		}
+		if err != nil {
+			return nil, fmt.Errorf("path to hide %s: %w", h, err)
+		}
+		reals = append(reals, real)
+	}
+	reachable := reachableAs(id, reals)
+	for _, real := range reals {
+		if !reachable[real] {
+			continue
+		}
+		h := real
+		if real == "/" {
+			return nil, errors.New("cannot hide /")
+		}
+		st, err := os.Stat(real)
+		if err != nil {
+			return nil, fmt.Errorf("path to hide %s: %w", h, err)
+		}
+		dir := st.IsDir()
+		// Through the home.
+		if rel, ok := within(real, realHome); ok {
+			if rel == "." {
+				return nil, fmt.Errorf("cannot hide %s: it is the sandbox home", h)
+			}
+			add(GuestHome+"/"+rel, dir)
+		}
+		// Through the binds.
+		for _, b := range binds {
+			rb, err := filepath.EvalSymlinks(b.Host)
+			if err != nil {
+				continue
+			}
+			if rel, ok := within(real, rb); ok {
+				add(filepath.Join(b.Guest, rel), dir)
+			}
+		}
+		// In the read-only view of the host root.
+		hidden := false
+		for _, m := range masked {
+			if _, ok := within(real, m); ok {
+				hidden = true
+			}
+		}
+		if !hidden {
+			add(real, dir)
+		}
+	}
+	return out, nil
+}
+
+// shimScript is the /bin/sh program between bwrap and the command. It
+// applies rlimits, tells Run that setup succeeded (one byte on fd 3), closes
+// Run's descriptors and execs "$@" unchanged. When exec fails the shell
+// exits 127 (not found) or 126 (not executable), as shells do.
+//
+// Interactive runs exec the command through setsid -c: it becomes the leader
+// of a new session with the pty (which no session owns yet) as controlling
+// terminal and its process group in the foreground, like a login shell. So
+// job control works, Ctrl-C reaches only the command's foreground job (not
+// bwrap), and TIOCSTI can only reach the sandbox's own pty. setsid reports
+// a command it cannot run with 127 or 126 too.
+func shimScript(cfg Config, limits, setsid string) string {
+	var b strings.Builder
+	if limits == LimitsRlimit {
+		fail := `|| { echo "art-sandbox: cannot set resource limits" >&2; exit 125; }`
+		if cfg.Memory > 0 {
+			kb := (cfg.Memory + 1023) / 1024
+			fmt.Fprintf(&b, "ulimit -v %d %s\n", kb, fail)
+		}
+		if cfg.Pids > 0 {
+			// bash spells RLIMIT_NPROC -u, dash -p.
+			fmt.Fprintf(&b, "{ ulimit -u %d 2>/dev/null || ulimit -p %d; } %s\n", cfg.Pids, cfg.Pids, fail)
+		}
+	}
+	fmt.Fprintf(&b, "printf x >&%d || exit 125\n", fdStarted)
+	fmt.Fprintf(&b, "exec %d>&- %d>&- %d<&-\n", fdStarted, fdInfo, fdSeccomp)
+	if setsid != "" {
+		fmt.Fprintf(&b, "exec %s -w -c -- \"$@\"", shQuote(setsid))
+	} else {
+		b.WriteString(`exec "$@"`)
+	}
+	return b.String()
+}
+
+// sysProcAttr returns the process attributes for the bwrap process.
+func (p *plan) sysProcAttr(interactive bool) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if interactive {
+		// A session of its own but no controlling terminal: the command
+		// inside takes the pty as its controlling terminal (shimScript).
+		a.Setsid = true
+	} else {
+		a.Setpgid = true
+	}
+	if p.id.switchTo {
+		a.Credential = &syscall.Credential{Uid: p.id.uid, Gid: p.id.gid, Groups: []uint32{}}
+	}
+	return a
+}
+
+// bwrapPath finds bwrap.
+func bwrapPath() (string, error) {
+	p, err := exec.LookPath("bwrap")
+	if err != nil {
+		return "", errors.New("bwrap (bubblewrap) not found in PATH: install it: apt-get install -y bubblewrap")
+	}
+	return p, nil
+}
+
+// shQuote quotes s for /bin/sh.
+func shQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// reachableAs reports which paths the agent's user can stat. When the agent
+// runs as the caller that is simply lstat; when root switches to another
+// user, a tiny /bin/sh probe runs as that user, so the kernel decides
+// (ACLs included). If the probe cannot run, every path counts as reachable.
+func reachableAs(id identity, paths []string) map[string]bool {
+	ok := map[string]bool{}
+	if len(paths) == 0 {
+		return ok
+	}
+	if !id.switchTo {
+		for _, p := range paths {
+			if _, err := os.Lstat(p); err == nil {
+				ok[p] = true
+			}
+		}
+		return ok
+	}
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `for p; do if [ -e "$p" ] || [ -L "$p" ]; then printf '%s\0' "$p"; fi; done`, "art-probe"}, paths...)...)
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: []uint32{}}}
+	out, err := cmd.Output()
+	if err != nil {
+		for _, p := range paths {
+			ok[p] = true
+		}
+		return ok
+	}
+	for _, p := range strings.Split(string(out), "\x00") {
+		if p != "" {
+			ok[p] = true
+		}
+	}
+	return ok
+}
+
+// findSetsid looks for setsid where the sandbox sees the host's files.
+func findSetsid() string {
+	for _, p := range []string{"/usr/bin/setsid", "/bin/setsid", "/usr/sbin/setsid", "/sbin/setsid"} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}

@@ -1,0 +1,106 @@
+package sandbox
+
+import (
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// pipeIO gives the sandbox real file descriptors for non-interactive stdio.
+// *os.File values are passed through as they are; other readers and writers
+// are connected through pipes that Run copies itself, so that a Starter
+// never has to wait for exec.Cmd's copying goroutines.
+type pipeIO struct {
+	childStdin, childStdout, childStderr *os.File
+
+	childEnds  []*os.File // closed in the parent once the child started
+	parentEnds []*os.File // closed when Run is done
+	copies     []func()
+	outWG      sync.WaitGroup
+	closeOnce  sync.Once
+}
+
+func newPipeIO(stdio Stdio) (*pipeIO, error) {
+	p := &pipeIO{}
+	switch in := stdio.Stdin.(type) {
+	case nil:
+	case *os.File:
+		p.childStdin = in
+	default:
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		p.childStdin = r
+		p.childEnds = append(p.childEnds, r)
+		p.parentEnds = append(p.parentEnds, w)
+		p.copies = append(p.copies, func() {
+			_, _ = io.Copy(w, in)
+			w.Close()
+		})
+	}
+	out := func(dst io.Writer) (*os.File, error) {
+		switch d := dst.(type) {
+		case nil:
+			return nil, nil
+		case *os.File:
+			return d, nil
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		p.childEnds = append(p.childEnds, w)
+		p.parentEnds = append(p.parentEnds, r)
+		p.outWG.Add(1)
+		p.copies = append(p.copies, func() {
+			defer p.outWG.Done()
+			_, _ = io.Copy(dst, r)
+		})
+		return w, nil
+	}
+	var err error
+	if p.childStdout, err = out(stdio.Stdout); err != nil {
+		p.close()
+		return nil, err
+	}
+	if p.childStderr, err = out(stdio.Stderr); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// start runs the copies once the child holds its ends.
+func (p *pipeIO) start() {
+	for _, f := range p.childEnds {
+		f.Close()
+	}
+	p.childEnds = nil
+	for _, c := range p.copies {
+		go c()
+	}
+}
+
+// finish waits (bounded) for the output copies; the sandbox is gone, so
+// they end as soon as the pipes are drained.
+func (p *pipeIO) finish() {
+	done := make(chan struct{})
+	go func() { p.outWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+}
+
+func (p *pipeIO) close() {
+	p.closeOnce.Do(func() {
+		for _, f := range p.childEnds {
+			f.Close()
+		}
+		for _, f := range p.parentEnds {
+			f.Close()
+		}
+	})
+}

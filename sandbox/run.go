@@ -1,0 +1,458 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Stdio is the caller's side of the command's standard streams. Nil means
+// /dev/null (Stdin) or discard (Stdout, Stderr). In non-interactive mode
+// *os.File values are handed to the sandbox as they are. In interactive
+// mode Stdin is copied to the pty (put in raw mode when it is a terminal),
+// pty output goes to Stdout, and Stderr is unused.
+type Stdio struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Starter starts cmd (the bwrap process) and returns a function that blocks
+// until that process has exited and returns its wait status. cmd.Process
+// must be set when Starter returns without error. Run still handles I/O,
+// limits, timeouts, signals and killing; the Starter must keep
+// cmd.SysProcAttr's fields (it may add Ptrace) and must not change cmd's
+// arguments, files or environment. The default is cmd.Start and cmd.Wait.
+//
+// A ptrace tracer uses it to start the process on its own locked OS thread
+// and to own all wait calls (a concurrent cmd.Wait would steal ptrace stops).
+// Run only ever hands it *os.File stdio, so exec.Cmd starts no copying
+// goroutines and the Starter need not call cmd.Wait.
+type Starter func(cmd *exec.Cmd) (wait func() (syscall.WaitStatus, error), err error)
+
+// Result describes how the sandboxed command ended.
+type Result struct {
+	// ExitCode is what art should exit with: the command's own status,
+	// 128+n when it was ended by signal n, 124 on timeout, 126/127 when the
+	// command could not be executed / was not found.
+	ExitCode int
+	// Signal is the signal that ended the command (SIGKILL on timeout, the
+	// received signal when Interrupted), 0 if it exited by itself. bwrap
+	// reports a signal death as status 128+n, so a command that itself
+	// exits with 129..192 is reported as killed by signal status-128, as a
+	// shell would.
+	Signal syscall.Signal
+	// TimedOut is set when Config.Timeout (or the context deadline) ended it.
+	TimedOut bool
+	// Interrupted is the signal (SIGINT, SIGTERM or SIGHUP) art received
+	// while running, which made Run kill the sandbox; 0 otherwise.
+	Interrupted syscall.Signal
+	// Limits is the mechanism used for Memory/Pids: LimitsCgroup2,
+	// LimitsRlimit or LimitsNone.
+	Limits string
+	// Start and End bracket the sandbox's run.
+	Start, End time.Time
+}
+
+// Run runs cfg.Argv in the sandbox and waits for it to end, however it ends.
+// When Run returns, every process of the sandbox is gone (bwrap, its pid
+// namespace and, with cgroups, the cgroup).
+//
+// While it runs, SIGINT, SIGTERM and SIGHUP sent to this process kill the
+// whole sandbox and Run returns (Result.Interrupted); in interactive mode
+// the terminal is in raw mode, so Ctrl-C is just a byte for the agent's pty.
+// SIGWINCH resizes the pty. Cancelling ctx kills the sandbox too; Run then
+// returns ctx.Err() unless that was a deadline (reported as TimedOut).
+//
+// An error means the sandbox itself could not be built or started (art maps
+// it to exit status 125; Result.ExitCode is 125 then); the command's own
+// failure is not an error.
+//
+// Side effect: descriptors this process inherited without close-on-exec
+// are marked close-on-exec, so they never leak into the sandbox.
+func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
+	bwrap, err := bwrapPath()
+	if err != nil {
+		return Result{ExitCode: 125}, err
+	}
+	mech := limitMechanism(cfg)
+	var cg *cgroup
+	if mech == LimitsCgroup2 {
+		cg, err = newCgroup(cfg)
+		if err != nil {
+			mech = LimitsRlimit
+			cg = nil
+		}
+	}
+	if cg != nil {
+		defer cg.remove()
+	}
+	p, err := makePlan(cfg, mech)
+	if err != nil {
+		return Result{ExitCode: 125}, err
+	}
+	res.Limits = mech
+
+	if cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+	}
+
+	startedR, startedW, err := os.Pipe()
+	if err != nil {
+		return Result{ExitCode: 125}, err
+	}
+	defer startedR.Close()
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		startedW.Close()
+		return Result{ExitCode: 125}, err
+	}
+	defer infoR.Close()
+	closeChildEnds := func() {
+		startedW.Close()
+		infoW.Close()
+	}
+
+	cmd := exec.Command(bwrap, p.args...)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{startedW, infoW}
+	if cfg.SeccompFD != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, cfg.SeccompFD)
+	}
+	cmd.SysProcAttr = p.sysProcAttr(cfg.Interactive)
+	if cg != nil {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = int(cg.fd.Fd())
+	}
+	cmd.WaitDelay = 2 * time.Second
+
+	// Signals: registered before starting so none is lost.
+	sigCh := make(chan os.Signal, 4)
+	signal.Notify(sigCh, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigCh)
+
+	var tio *ptyIO
+	var pio *pipeIO
+	if cfg.Interactive {
+		tio, err = newPtyIO(stdio)
+		if err != nil {
+			closeChildEnds()
+			return Result{ExitCode: 125}, err
+		}
+		defer tio.close() // restores the caller's terminal on every path
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tio.tty, tio.tty, tio.tty
+	} else {
+		pio, err = newPipeIO(stdio)
+		if err != nil {
+			closeChildEnds()
+			return Result{ExitCode: 125}, err
+		}
+		defer pio.close()
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = pio.childStdin, pio.childStdout, pio.childStderr
+	}
+
+	closeInheritedFDs()
+	start := cfg.Starter
+	if start == nil {
+		start = defaultStarter
+	}
+	res.Start = time.Now()
+	wait, err := start(cmd)
+	closeChildEnds()
+	if err != nil {
+		res.End = time.Now()
+		res.ExitCode = 125
+		return res, fmt.Errorf("start bwrap: %w", err)
+	}
+	if tio != nil {
+		tio.tty.Close()
+		tio.start()
+	}
+	if pio != nil {
+		pio.start()
+	}
+
+	startedCh := make(chan bool, 1)
+	go func() {
+		var b [1]byte
+		n, _ := startedR.Read(b[:])
+		startedCh <- n == 1
+	}()
+	nsCh := make(chan *nsWatch, 1)
+	go func() { nsCh <- watchNamespace(infoR) }()
+
+	type waitResult struct {
+		ws  syscall.WaitStatus
+		err error
+	}
+	doneCh := make(chan waitResult, 1)
+	go func() {
+		ws, err := wait()
+		doneCh <- waitResult{ws, err}
+	}()
+
+	// Killing bwrap is enough: its pid 1 has PR_SET_PDEATHSIG (SIGKILL) via
+	// --die-with-parent, and when a pid namespace's pid 1 dies the kernel
+	// kills every other process in it. Killing pid 1 directly and the cgroup
+	// covers a tracer holding bwrap stopped.
+	var ns *nsWatch
+	killAll := func() {
+		_ = cmd.Process.Kill()
+		if ns != nil {
+			ns.kill()
+		}
+		if cg != nil {
+			cg.kill()
+		}
+	}
+
+	var (
+		wr          waitResult
+		killed      bool
+		timedOut    bool
+		interrupted syscall.Signal
+		ctxErr      error
+	)
+	ctxDone := ctx.Done()
+loop:
+	for {
+		select {
+		case wr = <-doneCh:
+			break loop
+		case n := <-nsCh:
+			ns = n
+			nsCh = nil
+			if killed && ns != nil {
+				ns.kill()
+			}
+		case <-ctxDone:
+			ctxDone = nil
+			ctxErr = ctx.Err()
+			timedOut = errors.Is(ctxErr, context.DeadlineExceeded)
+			killed = true
+			killAll()
+		case s := <-sigCh:
+			if interrupted == 0 {
+				interrupted = s.(syscall.Signal)
+			}
+			killed = true
+			killAll()
+		case <-tio.winchChan():
+			tio.resize()
+		}
+	}
+	// bwrap is gone. Make sure nothing of the sandbox survives it: its pid 1
+	// dies with bwrap (--die-with-parent), and the kernel kills the rest of
+	// the pid namespace before pid 1 is gone.
+	if nsCh != nil {
+		select {
+		case ns = <-nsCh:
+		case <-time.After(5 * time.Second):
+		}
+	}
+	if ns != nil {
+		ns.kill() // no-op if already dead; covers a bwrap killed from outside
+		ns.waitGone(5 * time.Second)
+		ns.close()
+	}
+	if cg != nil {
+		cg.kill()
+	}
+	res.End = time.Now()
+	if tio != nil {
+		tio.finish()
+	}
+	if pio != nil {
+		pio.finish()
+	}
+	started := false
+	select {
+	case started = <-startedCh:
+	case <-time.After(2 * time.Second):
+	}
+
+	switch {
+	case timedOut:
+		res.TimedOut = true
+		res.ExitCode = 124
+		res.Signal = syscall.SIGKILL
+		return res, nil
+	case interrupted != 0:
+		res.Interrupted = interrupted
+		res.Signal = interrupted
+		res.ExitCode = 128 + int(interrupted)
+		return res, nil
+	case ctxErr != nil:
+		res.Signal = syscall.SIGKILL
+		res.ExitCode = 128 + int(syscall.SIGKILL)
+		return res, ctxErr
+	}
+	if wr.err != nil && !wr.ws.Exited() && !wr.ws.Signaled() {
+		res.ExitCode = 125
+		return res, fmt.Errorf("wait for bwrap: %w", wr.err)
+	}
+	if !started {
+		res.ExitCode = 125
+		return res, setupError(p, cfg, wr.ws)
+	}
+	switch {
+	case wr.ws.Exited():
+		res.ExitCode = wr.ws.ExitStatus()
+		if n := res.ExitCode - 128; n > 0 && n < 65 {
+			res.Signal = syscall.Signal(n)
+		}
+	case wr.ws.Signaled():
+		res.Signal = wr.ws.Signal()
+		res.ExitCode = 128 + int(res.Signal)
+	}
+	return res, nil
+}
+
+func defaultStarter(cmd *exec.Cmd) (func() (syscall.WaitStatus, error), error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return func() (syscall.WaitStatus, error) {
+		err := cmd.Wait()
+		if cmd.ProcessState == nil {
+			return 0, err
+		}
+		// I/O copy errors and ErrWaitDelay do not change how it ended.
+		return cmd.ProcessState.Sys().(syscall.WaitStatus), nil
+	}, nil
+}
+
+// setupError explains a sandbox that bwrap could not set up.
+func setupError(p *plan, cfg Config, ws syscall.WaitStatus) error {
+	how := fmt.Sprintf("exit status %d", ws.ExitStatus())
+	if ws.Signaled() {
+		how = "signal " + ws.Signal().String()
+	}
+	msg := fmt.Sprintf("bwrap could not set up the sandbox (%s; its own message is printed above)", how)
+	if p.id.switchTo {
+		paths := []string{p.home}
+		for _, b := range p.binds {
+			paths = append(paths, b.Host)
+		}
+		for _, path := range paths {
+			if why := unreachable(path, p.id); why != "" {
+				return fmt.Errorf("%s: %s; the agent runs as host user %s (uid %d), so make the path reachable for it (e.g. chmod o+x on the parent directories) or choose another user", msg, why, p.id.name, p.id.uid)
+			}
+		}
+	}
+	return fmt.Errorf("%s; check that bwrap works here: bwrap --ro-bind / / true", msg)
+}
+
+// unreachable gives a reason when, going by mode bits, uid/gid cannot reach
+// path (search permission on every directory on the way). ACLs are ignored,
+// so it is only used to explain a failure, never to predict one.
+func unreachable(path string, id identity) string {
+	parts := strings.Split(strings.TrimPrefix(filepath.Clean(path), "/"), "/")
+	cur := "/"
+	for i := 0; i <= len(parts); i++ {
+		var st syscall.Stat_t
+		if err := syscall.Stat(cur, &st); err != nil {
+			return ""
+		}
+		if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
+			var bit uint32
+			switch {
+			case st.Uid == id.uid:
+				bit = 0o100
+			case st.Gid == id.gid:
+				bit = 0o010
+			default:
+				bit = 0o001
+			}
+			if st.Mode&bit == 0 {
+				return fmt.Sprintf("%s (mode %04o, owner %d:%d) cannot be searched by uid %d", cur, st.Mode&0o7777, st.Uid, st.Gid, id.uid)
+			}
+		}
+		if i < len(parts) && parts[i] != "" {
+			cur = filepath.Join(cur, parts[i])
+		}
+	}
+	return ""
+}
+
+// nsWatch follows the sandbox's pid 1 (bwrap's child in the new pid
+// namespace). When it is gone, every process of the sandbox is gone.
+type nsWatch struct {
+	pidfd int
+}
+
+// watchNamespace reads bwrap's --info-fd JSON and opens a pidfd on the
+// sandbox's pid 1. It returns nil if bwrap wrote nothing (setup failed
+// before the namespace existed).
+func watchNamespace(r io.Reader) *nsWatch {
+	dec := json.NewDecoder(r)
+	var info struct {
+		ChildPid int `json:"child-pid"`
+	}
+	if err := dec.Decode(&info); err != nil || info.ChildPid <= 0 {
+		return nil
+	}
+	fd, err := unix.PidfdOpen(info.ChildPid, 0)
+	if err != nil {
+		return nil // already gone
+	}
+	return &nsWatch{pidfd: fd}
+}
+
+func (n *nsWatch) kill() {
+	_ = unix.PidfdSendSignal(n.pidfd, unix.SIGKILL, nil, 0)
+}
+
+// waitGone waits until pid 1 of the sandbox has exited.
+func (n *nsWatch) waitGone(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		fds := []unix.PollFd{{Fd: int32(n.pidfd), Events: unix.POLLIN}}
+		k, err := unix.Poll(fds, int(left/time.Millisecond)+1)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && k > 0
+	}
+}
+
+func (n *nsWatch) close() { unix.Close(n.pidfd) }
+
+// closeInheritedFDs marks descriptors this process inherited without
+// close-on-exec (Go opens everything with it) as close-on-exec, so that
+// neither bwrap nor the agent inherits them. Run passes its own descriptors
+// explicitly (stdio and ExtraFiles are duplicated for the child).
+func closeInheritedFDs() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC)
+		}
+	}
+}

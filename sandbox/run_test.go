@@ -1,0 +1,619 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestExitStatus(t *testing.T) {
+	requireBwrap(t)
+	home := newHome(t)
+	// A file that exists but is not executable, inside the home.
+	if err := os.WriteFile(filepath.Join(home, "ws", "noexec.sh"), []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	chownAgent(t, home)
+	tests := []struct {
+		name       string
+		argv       []string
+		code       int
+		sig        syscall.Signal
+		stderrHas  string
+		stdoutWant string
+	}{
+		{name: "true", argv: []string{"true"}, code: 0},
+		{name: "exit 3", argv: []string{"sh", "-c", "exit 3"}, code: 3},
+		{name: "SIGKILL", argv: []string{"sh", "-c", "kill -KILL $$"}, code: 128 + 9, sig: syscall.SIGKILL},
+		{name: "SIGTERM", argv: []string{"sh", "-c", "kill -TERM $$"}, code: 128 + 15, sig: syscall.SIGTERM},
+		{name: "not found in PATH", argv: []string{"art-no-such-command", "x"}, code: 127, stderrHas: "not found"},
+		{name: "not found by path", argv: []string{"/no/such/file"}, code: 127, stderrHas: "not found"},
+		{name: "not executable", argv: []string{"/etc/passwd"}, code: 126, stderrHas: "Permission denied"},
+		{name: "relative not executable", argv: []string{"./noexec.sh"}, code: 126, stderrHas: "Permission denied"},
+		{name: "directory", argv: []string{"/etc"}, code: 126},
+		{name: "dash-named command", argv: []string{"-n"}, code: 127},
+		{name: "command output", argv: []string{"echo", "hello"}, code: 0, stdoutWant: "hello\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := run(t, Config{Home: home, Workspace: "ws", Argv: tc.argv}, "")
+			if o.Err != nil {
+				t.Fatalf("Run: %v (stderr %q)", o.Err, o.Stderr)
+			}
+			if o.ExitCode != tc.code || o.Signal != tc.sig {
+				t.Errorf("exit code %d signal %v, want %d signal %v (stderr %q)", o.ExitCode, o.Signal, tc.code, tc.sig, o.Stderr)
+			}
+			if tc.stderrHas != "" && !strings.Contains(o.Stderr, tc.stderrHas) {
+				t.Errorf("stderr %q does not mention %q", o.Stderr, tc.stderrHas)
+			}
+			if tc.stdoutWant != "" && o.Stdout != tc.stdoutWant {
+				t.Errorf("stdout %q, want %q", o.Stdout, tc.stdoutWant)
+			}
+			if o.TimedOut || o.Interrupted != 0 {
+				t.Errorf("unexpected TimedOut=%v Interrupted=%v", o.TimedOut, o.Interrupted)
+			}
+			if o.Start.IsZero() || o.End.Before(o.Start) {
+				t.Errorf("bad Start/End %v %v", o.Start, o.End)
+			}
+		})
+	}
+}
+
+func TestStdioSeparateAndStdin(t *testing.T) {
+	requireBwrap(t)
+	o := run(t, baseConfig(t, "sh", "-c", "echo out; echo err >&2; cat; echo more"), "from stdin\n")
+	if o.Err != nil || o.ExitCode != 0 {
+		t.Fatalf("err %v code %d", o.Err, o.ExitCode)
+	}
+	if o.Stdout != "out\nfrom stdin\nmore\n" || o.Stderr != "err\n" {
+		t.Errorf("stdout %q stderr %q", o.Stdout, o.Stderr)
+	}
+}
+
+func TestArgvPassesExactly(t *testing.T) {
+	requireBwrap(t)
+	args := []string{
+		"plain", "with space", "  lead and trail  ", "it's", `"double"`, `back\slash`,
+		"line1\nline2", "", "-n", "--", "$HOME", "$(id)", "`id`", "*", "a;b|c&d", "tab\there", "ünïcødé",
+	}
+	o := run(t, baseConfig(t, append([]string{"printf", `%s\0`}, args...)...), "")
+	if o.Err != nil || o.ExitCode != 0 {
+		t.Fatalf("err %v code %d stderr %q", o.Err, o.ExitCode, o.Stderr)
+	}
+	got := strings.Split(strings.TrimSuffix(o.Stdout, "\x00"), "\x00")
+	if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", args) {
+		t.Errorf("argv changed:\n got %q\nwant %q", got, args)
+	}
+}
+
+func TestEnvironment(t *testing.T) {
+	requireBwrap(t)
+	t.Setenv("ART_SECRET_TOKEN", "s3cret")
+	cfg := baseConfig(t, "env")
+	cfg.Env = []string{"FOO=bar baz=qux", "EMPTY=", "TERM=xterm-test"}
+	cfg.Lang = "en_US.UTF-8"
+	o := run(t, cfg, "")
+	if o.Err != nil || o.ExitCode != 0 {
+		t.Fatalf("err %v code %d stderr %q", o.Err, o.ExitCode, o.Stderr)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(o.Stdout), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		got[k] = v
+	}
+	want := map[string]string{
+		"HOME": "/home/agent", "PATH": DefaultPath, "PWD": "/home/agent/ws", "TERM": "xterm-test",
+		"LANG": "en_US.UTF-8", "USER": "agent", "FOO": "bar baz=qux", "EMPTY": "",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("environment:\n got %v\nwant %v", got, want)
+	}
+	if strings.Contains(o.Stdout, "s3cret") {
+		t.Error("host environment leaked into the sandbox")
+	}
+
+	// Defaults for TERM and LANG.
+	o = run(t, baseConfig(t, "sh", "-c", `echo "$TERM $LANG"`), "")
+	if strings.TrimSpace(o.Stdout) != "dumb C.UTF-8" {
+		t.Errorf("defaults: %q", o.Stdout)
+	}
+
+	for _, bad := range []string{"NOEQUALS", "1ABC=x", "A-B=x", "=x", "A B=x"} {
+		cfg := baseConfig(t, "true")
+		cfg.Env = []string{bad}
+		if o := run(t, cfg, ""); o.Err == nil || !strings.Contains(o.Err.Error(), "KEY=VALUE") {
+			t.Errorf("env %q: error %v, want a KEY=VALUE error", bad, o.Err)
+		}
+	}
+}
+
+func TestWorkdirAndHomeWrites(t *testing.T) {
+	requireBwrap(t)
+	cfg := baseConfig(t, "sh", "-c", `pwd; echo data > file.txt; mkdir -p ~/.cache/x && echo c > ~/.cache/x/f`)
+	o := run(t, cfg, "")
+	if o.Err != nil || o.ExitCode != 0 {
+		t.Fatalf("err %v code %d stderr %q", o.Err, o.ExitCode, o.Stderr)
+	}
+	if o.Stdout != "/home/agent/ws\n" {
+		t.Errorf("cwd %q", o.Stdout)
+	}
+	for path, want := range map[string]string{"ws/file.txt": "data\n", ".cache/x/f": "c\n"} {
+		got, err := os.ReadFile(filepath.Join(cfg.Home, path))
+		if err != nil || string(got) != want {
+			t.Errorf("%s on the host: %q, %v", path, got, err)
+		}
+	}
+	// No workspace: cwd is the home itself.
+	cfg.Workspace = ""
+	cfg.Argv = []string{"pwd"}
+	if o := run(t, cfg, ""); o.Stdout != "/home/agent\n" {
+		t.Errorf("cwd without workspace %q (%v)", o.Stdout, o.Err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	requireBwrap(t)
+	home := newHome(t)
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no command", Config{Home: home}, "no command"},
+		{"no home", Config{Argv: []string{"true"}}, "home"},
+		{"missing home", Config{Home: "/nonexistent/art", Argv: []string{"true"}}, "home"},
+		{"missing workspace", Config{Home: home, Workspace: "nope", Argv: []string{"true"}}, "does not exist"},
+		{"escaping workspace", Config{Home: home, Workspace: "../x", Argv: []string{"true"}}, "relative path"},
+		{"root user", Config{Home: home, Argv: []string{"true"}, User: "root"}, "refusing to run the agent as root"},
+		{"unknown user", Config{Home: home, Argv: []string{"true"}, User: "art-no-such-user"}, "unknown agent user"},
+		{"bind guest home", Config{Home: home, Argv: []string{"true"}, Binds: []Bind{{Host: "/etc", Guest: "/home"}}}, "cover the agent home"},
+		{"relative hide", Config{Home: home, Argv: []string{"true"}, Hide: []string{"rel"}}, "absolute"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := run(t, tc.cfg, "")
+			if o.Err == nil || !strings.Contains(o.Err.Error(), tc.want) {
+				t.Fatalf("error %v, want one mentioning %q", o.Err, tc.want)
+			}
+			if o.ExitCode != 125 {
+				t.Errorf("exit code %d, want 125", o.ExitCode)
+			}
+		})
+	}
+}
+
+func TestUserSpecs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("user switching needs root")
+	}
+	for spec, want := range map[string][2]int{"": {65534, 65534}, "nobody": {65534, 65534}, "65534": {65534, 65534}, "1234:4321": {1234, 4321}} {
+		uid, gid, err := AgentUser(spec)
+		if err != nil || uid != want[0] || gid != want[1] {
+			t.Errorf("AgentUser(%q) = %d, %d, %v; want %v", spec, uid, gid, err, want)
+		}
+	}
+	for _, bad := range []string{"root", "0", "0:0", "x:y", "art-no-such-user"} {
+		if _, _, err := AgentUser(bad); err == nil {
+			t.Errorf("AgentUser(%q) accepted", bad)
+		}
+	}
+	// The sandbox runs as the chosen numeric user.
+	cfg := baseConfig(t, "sh", "-c", "id -u; id -g; id -G")
+	cfg.User = "65534:65534"
+	if o := run(t, cfg, ""); o.Stdout != "65534\n65534\n65534\n" {
+		t.Errorf("ids inside: %q %v %q", o.Stdout, o.Err, o.Stderr)
+	}
+}
+
+func TestTimeoutKillsWholeTree(t *testing.T) {
+	requireBwrap(t)
+	cfg := baseConfig(t, "sh", "-c", "sleep 987001 & (sleep 987002 &) ; setsid sleep 987003 & echo started; sleep 987004")
+	cfg.Timeout = 2 * time.Second
+	begin := time.Now()
+	o := run(t, cfg, "")
+	if o.Err != nil {
+		t.Fatal(o.Err)
+	}
+	if !o.TimedOut || o.ExitCode != 124 {
+		t.Errorf("TimedOut %v exit %d, want true 124", o.TimedOut, o.ExitCode)
+	}
+	if d := time.Since(begin); d > 10*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if o.Stdout != "started\n" {
+		t.Errorf("stdout %q", o.Stdout)
+	}
+	for _, m := range []string{"987001", "987002", "987003", "987004"} {
+		if pids := processesWith("sleep " + m); len(pids) > 0 {
+			t.Errorf("process 'sleep %s' survived: pids %v", m, pids)
+		}
+	}
+}
+
+func TestContextCancel(t *testing.T) {
+	requireBwrap(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	res, err := Run(ctx, baseConfig(t, "sleep", "987010"), Stdio{})
+	if err != context.Canceled || res.ExitCode != 137 || res.TimedOut {
+		t.Errorf("got %+v, %v", res, err)
+	}
+	if pids := processesWith("sleep 987010"); len(pids) > 0 {
+		t.Errorf("survivors %v", pids)
+	}
+}
+
+// TestEscapes runs attempts to get out of the sandbox; each must fail.
+func TestEscapes(t *testing.T) {
+	requireBwrap(t)
+	// A directory and a file to hide, outside and inside the home.
+	secretDir, err := os.MkdirTemp("", "art-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(secretDir) })
+	os.Chmod(secretDir, 0o755)
+	os.WriteFile(filepath.Join(secretDir, "secret.txt"), []byte("TOPSECRET"), 0o644)
+	// Hidden paths outside /tmp (the sandbox's /tmp is private anyway).
+	varDir, err := os.MkdirTemp("/var/tmp", "art-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(varDir) })
+	secretFile := varDir + ".db"
+	os.WriteFile(secretFile, []byte("TOPSECRET"), 0o644)
+	t.Cleanup(func() { os.Remove(secretFile) })
+	os.Chmod(varDir, 0o755)
+	os.WriteFile(filepath.Join(varDir, "secret.txt"), []byte("TOPSECRET"), 0o644)
+
+	// Another user's home on the host.
+	otherHome, err := os.MkdirTemp("/home", "art-test-other-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(otherHome) })
+	os.Chmod(otherHome, 0o755)
+	os.WriteFile(filepath.Join(otherHome, "secret.txt"), []byte("TOPSECRET"), 0o644)
+
+	// A process outside the sandbox to attach to.
+	victim := exec.Command("sleep", "987020")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
+	vpid := victim.Process.Pid
+
+	home := newHome(t)
+	inHome := filepath.Join(home, "ws", ".art")
+	os.Mkdir(inHome, 0o755)
+	os.WriteFile(filepath.Join(inHome, "art.db"), []byte("TOPSECRET"), 0o644)
+	chownAgent(t, home)
+
+	ptraceAttach := fmt.Sprintf(`import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.ptrace(16, %d, None, None)  # PTRACE_ATTACH
+print("ptrace", r, os.strerror(ctypes.get_errno()))
+sys.exit(0 if r == 0 else 1)`, vpid)
+
+	tests := []struct {
+		name   string
+		script string
+		needs  string // host tool needed
+	}{
+		{"write /usr", "touch /usr/art-escape", ""},
+		{"write /etc", "echo x >> /etc/passwd", ""},
+		{"write /home", "touch /home/art-escape", ""},
+		{"write hidden tmpfs", "touch " + varDir + "/x", ""},
+		{"read /etc/shadow", "cat /etc/shadow", ""},
+		{"list /root", `test -n "$(ls -A /root)"`, ""},
+		{"other homes", `ls -A /home | grep -v '^agent$'`, ""},
+		{"other home file", "cat " + otherHome + "/secret.txt", ""},
+		{"hidden dir in /tmp", "cat " + secretDir + "/secret.txt", ""},
+		{"hidden dir outside /tmp", "cat " + varDir + "/secret.txt", ""},
+		{"hidden dir listing", `test -n "$(ls -A ` + varDir + `)"`, ""},
+		{"hidden file", "cat " + secretFile, ""},
+		{"hidden path inside the home", `cat /home/agent/ws/.art/art.db || test -n "$(ls -A /home/agent/ws/.art)"`, ""},
+		{"unmount hidden path", "umount /home/agent/ws/.art", ""},
+		{"mount", "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m", ""},
+		{"unshare -r", "unshare -r true", "/usr/bin/unshare"},
+		{"unshare -U", "unshare -U true", "/usr/bin/unshare"},
+		{"strace outside pid", fmt.Sprintf("strace -p %d -e trace=none -o /dev/null & sleep 1; kill -0 $! 2>/dev/null", vpid), "/usr/bin/strace"},
+		{"ptrace outside pid", "python3 -c '" + ptraceAttach + "'", "/usr/bin/python3"},
+		{"kill outside pid", fmt.Sprintf("kill -9 %d", vpid), ""},
+		{"see outside pid", fmt.Sprintf("test -e /proc/%d", vpid), ""},
+		{"be root", `test "$(id -u)" = 0`, ""},
+		{"setuid root via su", "su -c true root </dev/null", ""},
+		{"chroot", "chroot / true", ""},
+		{"raw socket", `python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)'`, "/usr/bin/python3"},
+	}
+	cfg := Config{Home: home, Workspace: "ws", Hide: []string{secretDir, secretFile, varDir, inHome}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.needs != "" {
+				requireTool(t, tc.needs)
+			}
+			cfg := cfg
+			cfg.Argv = []string{"sh", "-c", tc.script}
+			o := run(t, cfg, "")
+			if o.Err != nil {
+				t.Fatalf("Run: %v", o.Err)
+			}
+			t.Logf("exit %d stdout %q stderr %q", o.ExitCode, o.Stdout, o.Stderr)
+			if o.ExitCode == 0 {
+				t.Errorf("escape %q succeeded (stdout %q stderr %q)", tc.script, o.Stdout, o.Stderr)
+			}
+			if strings.Contains(o.Stdout+o.Stderr, "TOPSECRET") {
+				t.Errorf("secret visible: %q %q", o.Stdout, o.Stderr)
+			}
+		})
+	}
+	if err := syscall.Kill(vpid, 0); err != nil {
+		t.Errorf("victim process was harmed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(inHome, "art.db")); err != nil {
+		t.Errorf("hidden file in the home disappeared: %v", err)
+	}
+}
+
+func TestNoPrivileges(t *testing.T) {
+	requireBwrap(t)
+	o := sh(t, "grep -E '^(NoNewPrivs|CapEff|CapPrm|CapBnd|CapAmb|Uid):' /proc/self/status")
+	for _, want := range []string{"NoNewPrivs:\t1", "CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000"} {
+		if !strings.Contains(o.Stdout, want) {
+			t.Errorf("missing %q in:\n%s", want, o.Stdout)
+		}
+	}
+	if os.Geteuid() == 0 && !strings.Contains(o.Stdout, "Uid:\t65534\t65534\t65534\t65534") {
+		t.Errorf("not running as nobody:\n%s", o.Stdout)
+	}
+}
+
+func TestNetwork(t *testing.T) {
+	requireBwrap(t)
+	requireTool(t, "/bin/bash")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello-from-host\n"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	script := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && cat <&3`, port)
+	cfg := baseConfig(t, "bash", "-c", script)
+	o := run(t, cfg, "")
+	if o.Err != nil || o.ExitCode == 0 || strings.Contains(o.Stdout, "hello") {
+		t.Errorf("without Net: connected (exit %d, %q, %v)", o.ExitCode, o.Stdout, o.Err)
+	}
+	cfg.Net = true
+	o = run(t, cfg, "")
+	if o.Err != nil || o.ExitCode != 0 || o.Stdout != "hello-from-host\n" {
+		t.Errorf("with Net: exit %d stdout %q stderr %q err %v", o.ExitCode, o.Stdout, o.Stderr, o.Err)
+	}
+}
+
+func TestSeccompFD(t *testing.T) {
+	requireBwrap(t)
+	// One BPF instruction: return SECCOMP_RET_ALLOW.
+	prog := []byte{0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0x7f}
+	f, err := os.CreateTemp("", "art-seccomp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	f.Write(prog)
+	f.Seek(0, 0)
+	cfg := baseConfig(t, "sh", "-c", "grep ^Seccomp: /proc/self/status; ls /proc/self/fd")
+	cfg.SeccompFD = f
+	o := run(t, cfg, "")
+	if o.Err != nil || !strings.Contains(o.Stdout, "Seccomp:\t2") {
+		t.Errorf("seccomp filter not applied: %q %q %v", o.Stdout, o.Stderr, o.Err)
+	}
+	// Only stdio and the fd ls itself opens are left open.
+	fds := strings.Fields(strings.SplitN(o.Stdout, "\n", 2)[1])
+	if len(fds) > 4 {
+		t.Errorf("descriptors leaked into the sandbox: %v", fds)
+	}
+}
+
+func TestStarterHook(t *testing.T) {
+	requireBwrap(t)
+	var called int
+	cfg := baseConfig(t, "sh", "-c", "exit 7")
+	cfg.Starter = func(cmd *exec.Cmd) (func() (syscall.WaitStatus, error), error) {
+		called++
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		return func() (syscall.WaitStatus, error) {
+			var ws syscall.WaitStatus
+			_, err := syscall.Wait4(cmd.Process.Pid, &ws, 0, nil)
+			return ws, err
+		}, nil
+	}
+	o := run(t, cfg, "")
+	if called != 1 || o.Err != nil || o.ExitCode != 7 {
+		t.Errorf("called %d exit %d err %v", called, o.ExitCode, o.Err)
+	}
+}
+
+func TestSetupFailureIsAnError(t *testing.T) {
+	requireBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a home the agent user cannot reach")
+	}
+	parent := t.TempDir() // mode 0700, owned by root
+	home := filepath.Join(parent, "home")
+	os.Mkdir(home, 0o755)
+	var stderr bytes.Buffer
+	res, err := Run(context.Background(), Config{Home: home, Argv: []string{"true"}}, Stdio{Stderr: &stderr})
+	if err == nil || res.ExitCode != 125 {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+	if !strings.Contains(err.Error(), "cannot be searched by uid 65534") || !strings.Contains(err.Error(), filepath.Dir(parent)) {
+		t.Errorf("error does not explain: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "bwrap") {
+		t.Errorf("bwrap's message missing: %q", stderr.String())
+	}
+}
+
+func TestCheckTools(t *testing.T) {
+	requireBwrap(t)
+	if err := CheckTools(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	err := CheckTools()
+	if err == nil || !strings.Contains(err.Error(), "apt-get install -y bubblewrap") {
+		t.Errorf("missing bwrap: %v", err)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	requireBwrap(t)
+	home := newHome(t)
+	cfg := Config{Home: home, Workspace: "ws", Argv: []string{"true"}}
+	a, err := Args(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(a, " ")
+	for _, want := range []string{"--ro-bind / /", "--unshare-all", "--disable-userns", "--new-session", "--die-with-parent",
+		"--cap-drop ALL", "--clearenv", "--chdir /home/agent/ws", "--bind " + home + " /home/agent", "--tmpfs /root", "--tmpfs /home"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("args lack %q: %s", want, joined)
+		}
+	}
+	if strings.Contains(joined, "--share-net") {
+		t.Error("--share-net without Net")
+	}
+	cfg.Net, cfg.Interactive = true, true
+	a, _ = Args(cfg)
+	joined = strings.Join(a, " ")
+	if !strings.Contains(joined, "--share-net") || !strings.Contains(joined, "--new-session") || !strings.Contains(joined, "setsid' -w -c") {
+		t.Errorf("Net/Interactive args: %s", joined)
+	}
+	if a[len(a)-1] != "true" || a[len(a)-2] != "art-sandbox" {
+		t.Errorf("command not last: %q", a[len(a)-3:])
+	}
+}
+
+func TestCheckToolsBrokenBwrap(t *testing.T) {
+	dir, err := os.MkdirTemp("", "art-fake-bwrap-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	script := "#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "bwrap"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":/usr/bin:/bin")
+	err = CheckTools()
+	if err == nil || !strings.Contains(err.Error(), "No permissions to create new namespace") || !strings.Contains(err.Error(), "user.max_user_namespaces") {
+		t.Errorf("CheckTools with a failing bwrap: %v", err)
+	}
+}
+
+// TestHideReachability: paths the agent cannot reach are skipped (bwrap,
+// running as the agent's user, could not mount over them); paths it can
+// reach through a search-only directory are hidden.
+func TestHideReachability(t *testing.T) {
+	requireBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to build a root-only directory")
+	}
+	base, err := os.MkdirTemp("/var/tmp", "art-hide-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	closed := filepath.Join(base, "closed")     // 0700: agent cannot enter
+	searchOnly := filepath.Join(base, "search") // 0711: agent can pass through
+	for _, d := range []string{closed + "/repo/.art", searchOnly + "/repo/.art"} {
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "art.db"), []byte("TOPSECRET"), 0o644)
+	}
+	os.Chmod(base, 0o755)
+	os.Chmod(closed, 0o700)
+	os.Chmod(searchOnly, 0o711)
+	cfg := baseConfig(t, "sh", "-c", "cat "+searchOnly+"/repo/.art/art.db; cat "+closed+"/repo/.art/art.db; ls -A "+searchOnly+"/repo/.art")
+	cfg.Hide = []string{closed + "/repo/.art", searchOnly + "/repo/.art"}
+	o := run(t, cfg, "")
+	if o.Err != nil {
+		t.Fatalf("Run: %v (%q)", o.Err, o.Stderr)
+	}
+	if strings.Contains(o.Stdout, "TOPSECRET") || o.Stdout != "" || !strings.Contains(o.Stderr, "search/repo/.art/art.db: No such file") {
+		t.Errorf("hidden file readable: %+v %q %q", o.Result, o.Stdout, o.Stderr)
+	}
+	// The control: without Hide, the search-only path is readable.
+	cfg.Hide = nil
+	if o := run(t, cfg, ""); !strings.Contains(o.Stdout, "TOPSECRET") {
+		t.Errorf("control failed: %q %q", o.Stdout, o.Stderr)
+	}
+}
+
+// TestNonRootCaller runs art (the helper) as an unprivileged user: bwrap then
+// runs as that user, without switching.
+func TestNonRootCaller(t *testing.T) {
+	requireBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("already not root: the other tests cover this case")
+	}
+	// A copy of the test binary and a result directory the user can reach.
+	dir, err := os.MkdirTemp("", "art-nonroot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o777)
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sandbox.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig(t, "sh", "-c", "id -u; grep -E '^(NoNewPrivs|CapEff):' /proc/self/status; cat /etc/shadow; touch /home/agent/ws/mine")
+	cmd, resFile := helperCmdAt(t, cfg, filepath.Join(dir, "result.json"))
+	cmd.Path = bin
+	cmd.Env = []string{"PATH=/usr/bin:/bin", cmd.Env[len(cmd.Env)-1]} // just the helper spec
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helper: %v\n%s", err, out.String())
+	}
+	r := readHelperResult(t, resFile)
+	if r.Err != "" || r.ExitCode != 0 {
+		t.Errorf("result %+v\n%s", r, out.String())
+	}
+	for _, want := range []string{"65534\n", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", "/etc/shadow: Permission denied"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Home, "ws", "mine")); err != nil {
+		t.Errorf("write in the home: %v", err)
+	}
+}
