@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -64,6 +65,14 @@ func Execute() {
 
 // Main runs art with the given arguments and returns the exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// ART_CPUPROFILE=FILE profiles one art process (a debugging aid for
+	// the benchmarks in bench/).
+	if p := os.Getenv("ART_CPUPROFILE"); p != "" {
+		if f, err := os.Create(p); err == nil {
+			pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	g := &globals{stdout: stdout, stderr: stderr, stdin: stdin}
 	root := newRootCmd(g)
 	root.SetArgs(args)

@@ -37,6 +37,7 @@ var (
 	_ = (fs.NodeListxattrer)((*Node)(nil))
 	_ = (fs.NodeStatfser)((*Node)(nil))
 	_ = (fs.NodeFsyncer)((*Node)(nil))
+	_ = (fs.NodeTmpfiler)((*Node)(nil))
 
 	_ = (fs.FileReader)((*handle)(nil))
 	_ = (fs.FileWriter)((*handle)(nil))
@@ -52,6 +53,7 @@ type shared struct {
 	ofs      *overlay.FS
 	uid, gid uint32
 	log      *log.Logger
+	lat      *latencies
 }
 
 // Node is one inode of the mount; it holds only its number.
@@ -62,8 +64,12 @@ type Node struct {
 
 func (n *Node) ino() uint64 { return n.StableAttr().Ino }
 
-// guard turns a panic in a request into EIO and a log line.
-func (s *shared) guard(op string, errno *syscall.Errno) {
+// guard turns a panic in a request into EIO and a log line, and records
+// the request's latency when ART_DEBUG_LATENCY is set.
+func (s *shared) guard(op string, errno *syscall.Errno, start time.Time) {
+	if s.lat != nil {
+		s.lat.add(op, time.Since(start))
+	}
 	if r := recover(); r != nil {
 		s.log.Printf("art fuse: panic in %s: %v\n%s", op, r, debug.Stack())
 		*errno = syscall.EIO
@@ -106,7 +112,7 @@ func (n *Node) newChild(ctx context.Context, a overlay.Attr, out *gofuse.EntryOu
 
 // Lookup resolves a name in this directory.
 func (n *Node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
-	defer n.s.guard("lookup", &errno)
+	defer n.s.guard("lookup", &errno, time.Now())
 	a, err := n.s.ofs.Lookup(n.ino(), name)
 	if err != nil {
 		return nil, overlay.Errno(err)
@@ -116,7 +122,7 @@ func (n *Node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (_
 
 // Getattr reports attributes.
 func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut) (errno syscall.Errno) {
-	defer n.s.guard("getattr", &errno)
+	defer n.s.guard("getattr", &errno, time.Now())
 	a, err := n.s.ofs.Getattr(n.ino())
 	if err != nil {
 		return overlay.Errno(err)
@@ -127,7 +133,7 @@ func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut
 
 // Setattr changes mode, size, times; ownership can only stay as it is.
 func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrIn, out *gofuse.AttrOut) (errno syscall.Errno) {
-	defer n.s.guard("setattr", &errno)
+	defer n.s.guard("setattr", &errno, time.Now())
 	var s overlay.SetAttr
 	if uid, ok := in.GetUID(); ok && uid != n.s.uid {
 		return syscall.EPERM
@@ -161,7 +167,7 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 
 // Readdir lists the directory.
 func (n *Node) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno) {
-	defer n.s.guard("readdir", &errno)
+	defer n.s.guard("readdir", &errno, time.Now())
 	ents, err := n.s.ofs.Readdir(n.ino())
 	if err != nil {
 		return nil, overlay.Errno(err)
@@ -175,7 +181,7 @@ func (n *Node) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno
 
 // Mkdir creates a directory.
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
-	defer n.s.guard("mkdir", &errno)
+	defer n.s.guard("mkdir", &errno, time.Now())
 	a, err := n.s.ofs.Mkdir(n.ino(), name, mode&0o7777)
 	if err != nil {
 		return nil, overlay.Errno(err)
@@ -186,7 +192,7 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 // Mknod creates fifos and regular files; device and socket nodes are not
 // versioned and are refused.
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
-	defer n.s.guard("mknod", &errno)
+	defer n.s.guard("mknod", &errno, time.Now())
 	var a overlay.Attr
 	var err error
 	switch mode & syscall.S_IFMT {
@@ -208,8 +214,18 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 
 // Create creates and opens a regular file.
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *gofuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
-	defer n.s.guard("create", &errno)
+	defer n.s.guard("create", &errno, time.Now())
 	a, err := n.s.ofs.Create(n.ino(), name, mode&0o7777)
+	if err != nil {
+		return nil, nil, 0, overlay.Errno(err)
+	}
+	return n.newChild(ctx, a, out), &handle{s: n.s, ino: a.Ino}, gofuse.FOPEN_KEEP_CACHE, 0
+}
+
+// Tmpfile creates and opens a regular file in no directory (O_TMPFILE).
+func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *gofuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
+	defer n.s.guard("tmpfile", &errno, time.Now())
+	a, err := n.s.ofs.Tmpfile(n.ino(), mode&0o7777)
 	if err != nil {
 		return nil, nil, 0, overlay.Errno(err)
 	}
@@ -218,7 +234,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 
 // Open opens a file.
 func (n *Node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, errno syscall.Errno) {
-	defer n.s.guard("open", &errno)
+	defer n.s.guard("open", &errno, time.Now())
 	if _, err := n.s.ofs.Getattr(n.ino()); err != nil {
 		return nil, 0, overlay.Errno(err)
 	}
@@ -230,19 +246,19 @@ func (n *Node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint3
 
 // Unlink removes a name.
 func (n *Node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
-	defer n.s.guard("unlink", &errno)
+	defer n.s.guard("unlink", &errno, time.Now())
 	return overlay.Errno(n.s.ofs.Unlink(n.ino(), name))
 }
 
 // Rmdir removes an empty directory.
 func (n *Node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
-	defer n.s.guard("rmdir", &errno)
+	defer n.s.guard("rmdir", &errno, time.Now())
 	return overlay.Errno(n.s.ofs.Rmdir(n.ino(), name))
 }
 
 // Rename moves a name (RENAME_NOREPLACE and RENAME_EXCHANGE supported).
 func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
-	defer n.s.guard("rename", &errno)
+	defer n.s.guard("rename", &errno, time.Now())
 	np, ok := newParent.(*Node)
 	if !ok {
 		return syscall.EXDEV
@@ -252,7 +268,7 @@ func (n *Node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 
 // Link adds a hard link named name to target.
 func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
-	defer n.s.guard("link", &errno)
+	defer n.s.guard("link", &errno, time.Now())
 	t, ok := target.(*Node)
 	if !ok {
 		return nil, syscall.EXDEV
@@ -266,7 +282,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 
 // Symlink creates a symbolic link.
 func (n *Node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
-	defer n.s.guard("symlink", &errno)
+	defer n.s.guard("symlink", &errno, time.Now())
 	a, err := n.s.ofs.Symlink(n.ino(), name, target)
 	if err != nil {
 		return nil, overlay.Errno(err)
@@ -276,7 +292,7 @@ func (n *Node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 
 // Readlink returns the link target.
 func (n *Node) Readlink(ctx context.Context) (_ []byte, errno syscall.Errno) {
-	defer n.s.guard("readlink", &errno)
+	defer n.s.guard("readlink", &errno, time.Now())
 	t, err := n.s.ofs.Readlink(n.ino())
 	if err != nil {
 		return nil, overlay.Errno(err)
@@ -286,7 +302,7 @@ func (n *Node) Readlink(ctx context.Context) (_ []byte, errno syscall.Errno) {
 
 // Getxattr returns an attribute; with an empty dest, its size.
 func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32, errno syscall.Errno) {
-	defer n.s.guard("getxattr", &errno)
+	defer n.s.guard("getxattr", &errno, time.Now())
 	v, err := n.s.ofs.GetXattr(n.ino(), attr)
 	if err != nil {
 		return 0, overlay.Errno(err)
@@ -302,19 +318,19 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 
 // Setxattr sets an attribute.
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
-	defer n.s.guard("setxattr", &errno)
+	defer n.s.guard("setxattr", &errno, time.Now())
 	return overlay.Errno(n.s.ofs.SetXattr(n.ino(), attr, data, flags, false))
 }
 
 // Removexattr removes an attribute.
 func (n *Node) Removexattr(ctx context.Context, attr string) (errno syscall.Errno) {
-	defer n.s.guard("removexattr", &errno)
+	defer n.s.guard("removexattr", &errno, time.Now())
 	return overlay.Errno(n.s.ofs.SetXattr(n.ino(), attr, nil, 0, true))
 }
 
 // Listxattr lists attribute names, NUL-terminated.
 func (n *Node) Listxattr(ctx context.Context, dest []byte) (_ uint32, errno syscall.Errno) {
-	defer n.s.guard("listxattr", &errno)
+	defer n.s.guard("listxattr", &errno, time.Now())
 	names, err := n.s.ofs.ListXattr(n.ino())
 	if err != nil {
 		return 0, overlay.Errno(err)
@@ -335,7 +351,7 @@ func (n *Node) Listxattr(ctx context.Context, dest []byte) (_ uint32, errno sysc
 
 // Statfs reports the free space of the repository's filesystem.
 func (n *Node) Statfs(ctx context.Context, out *gofuse.StatfsOut) (errno syscall.Errno) {
-	defer n.s.guard("statfs", &errno)
+	defer n.s.guard("statfs", &errno, time.Now())
 	st, err := n.s.ofs.Statfs()
 	if err != nil {
 		return overlay.Errno(err)
@@ -346,7 +362,7 @@ func (n *Node) Statfs(ctx context.Context, out *gofuse.StatfsOut) (errno syscall
 
 // Fsync on a node without a handle (fsync of a directory or O_PATH).
 func (n *Node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) (errno syscall.Errno) {
-	defer n.s.guard("fsync", &errno)
+	defer n.s.guard("fsync", &errno, time.Now())
 	return overlay.Errno(n.s.ofs.Fsync(n.ino()))
 }
 
@@ -357,7 +373,7 @@ type handle struct {
 }
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ gofuse.ReadResult, errno syscall.Errno) {
-	defer h.s.guard("read", &errno)
+	defer h.s.guard("read", &errno, time.Now())
 	k, err := h.s.ofs.Read(h.ino, dest, off)
 	if err != nil {
 		return nil, overlay.Errno(err)
@@ -366,7 +382,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ gofuse.Rea
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
-	defer h.s.guard("write", &errno)
+	defer h.s.guard("write", &errno, time.Now())
 	k, err := h.s.ofs.Write(h.ino, data, off)
 	if err != nil {
 		return uint32(k), overlay.Errno(err)
@@ -375,23 +391,23 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 }
 
 func (h *handle) Flush(ctx context.Context) (errno syscall.Errno) {
-	defer h.s.guard("flush", &errno)
+	defer h.s.guard("flush", &errno, time.Now())
 	return overlay.Errno(h.s.ofs.Flush(h.ino))
 }
 
 func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
-	defer h.s.guard("fsync", &errno)
+	defer h.s.guard("fsync", &errno, time.Now())
 	return overlay.Errno(h.s.ofs.Fsync(h.ino))
 }
 
 func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
-	defer h.s.guard("release", &errno)
+	defer h.s.guard("release", &errno, time.Now())
 	h.s.ofs.Released(h.ino)
 	return 0
 }
 
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (_ uint64, errno syscall.Errno) {
-	defer h.s.guard("lseek", &errno)
+	defer h.s.guard("lseek", &errno, time.Now())
 	const seekData, seekHole = 3, 4
 	if whence != seekData && whence != seekHole {
 		return 0, syscall.EINVAL
@@ -404,7 +420,7 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (_ uint64
 }
 
 func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) (errno syscall.Errno) {
-	defer h.s.guard("fallocate", &errno)
+	defer h.s.guard("fallocate", &errno, time.Now())
 	const keepSize = 1
 	if mode&^keepSize != 0 {
 		return syscall.EOPNOTSUPP
@@ -427,6 +443,10 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*gofuse.Server, error) {
 		o.Log = log.Default()
 	}
 	s := &shared{ofs: ofs, uid: o.UID, gid: o.GID, log: o.Log}
+	if os.Getenv("ART_DEBUG_LATENCY") != "" {
+		s.lat = &latencies{m: map[string]*latency{}}
+		defer func() { go s.lat.report(o.Log) }()
+	}
 	root := &Node{s: s}
 	timeout := time.Second
 	opts := &fs.Options{

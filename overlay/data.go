@@ -253,7 +253,7 @@ func (fs *FS) storeDirtyLocked(n *inode) {
 		trimmed := bytes.TrimRight(b, "\x00")
 		id := fs.p.putChunk(trimmed)
 		n.blocks[idx] = id
-		fs.p.dirtyBlock(n.ino, idx)
+		fs.p.dirtyBlock(n.ino, idx, id)
 	}
 	n.dirty = nil
 	fs.p.dirtyInodeLocked(n)
@@ -342,7 +342,7 @@ func (fs *FS) truncateLocked(n *inode, size int64) error {
 	for idx := range n.blocks {
 		if idx >= last {
 			delete(n.blocks, idx)
-			fs.p.dirtyBlock(n.ino, idx)
+			fs.p.dirtyBlock(n.ino, idx, objects.Zero)
 		}
 	}
 	n.size = size
@@ -359,12 +359,25 @@ func (fs *FS) Flush(ino uint64) error {
 	}
 	n.mu.Lock()
 	fs.storeDirtyLocked(n)
+	clean := fs.p.persisted(n)
 	n.mu.Unlock()
-	return fs.p.sync()
+	if clean {
+		return nil // a read-only open, or nothing new since the last snapshot
+	}
+	return fs.p.sync(false)
 }
 
-// Fsync is Flush; the repository is synced by the persister.
-func (fs *FS) Fsync(ino uint64) error { return fs.Flush(ino) }
+// Fsync is Flush plus an fsync of the journal, so the data survives a
+// power loss too, not only a crash of art.
+func (fs *FS) Fsync(ino uint64) error {
+	n, err := fs.node(ino)
+	if err == nil {
+		n.mu.Lock()
+		fs.storeDirtyLocked(n)
+		n.mu.Unlock()
+	}
+	return fs.p.sync(true)
+}
 
 // Allocate implements fallocate mode 0 and KEEP_SIZE (space is not
 // reserved: the repository grows as data is written).

@@ -35,8 +35,11 @@ func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
 		n.mu.Unlock()
 	}
 	fs.ns.Unlock()
-	if err := fs.p.sync(); err != nil {
+	if err := fs.p.sync(false); err != nil {
 		return objects.Zero, err
+	}
+	if err := fs.p.drain(); err != nil {
+		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
 	}
 	if err := fs.p.close(); err != nil {
 		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
@@ -79,6 +82,9 @@ func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
 	if err := tx.Commit(); err != nil {
 		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
 	}
+	if err := fs.p.j.remove(); err != nil {
+		fs.logf("remove journal: %v", err)
+	}
 	return id, nil
 }
 
@@ -92,11 +98,18 @@ func (fs *FS) Close() error {
 		n.mu.Unlock()
 	}
 	fs.ns.Unlock()
-	err := fs.p.sync()
+	err := fs.p.sync(false)
+	if err == nil {
+		err = fs.p.drain()
+	}
 	if cerr := fs.p.close(); err == nil {
 		err = cerr
 	}
-	return err
+	if err != nil {
+		fs.p.j.close() // keep it: the next Open replays it
+		return err
+	}
+	return fs.p.j.remove()
 }
 
 // foldDir returns the tree id of a directory with the upper layer applied.

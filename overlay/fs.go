@@ -64,6 +64,8 @@ type inode struct {
 	target string
 	xattrs []objects.Xattr
 
+	// mark is the persister's change counter at the node's last change.
+	mark uint64
 	// upper is set once the node has an upper inode row.
 	upper bool
 	// deleted is set when the node is gone (nlink 0 and no opens).
@@ -139,10 +141,16 @@ func Open(r *repo.Repo, wt *repo.Worktree, opts Options) (*FS, error) {
 	now := time.Now().UnixNano()
 	root := &inode{ino: RootIno, typ: objects.TypeDir, mode: 0o755, nlink: 2, lowerTree: c.Tree, mtime: now, ctime: now, atime: now}
 	fs.inodes[RootIno] = root
-	if err := fs.load(); err != nil {
+	// Changes journaled before a crash reach SQLite before anything loads.
+	j, err := openJournal(r, wt)
+	if err != nil {
 		return nil, fmt.Errorf("open worktree #%d: %w", wt.ID, err)
 	}
-	fs.p = newPersister(fs)
+	if err := fs.load(); err != nil {
+		j.close()
+		return nil, fmt.Errorf("open worktree #%d: %w", wt.ID, err)
+	}
+	fs.p = newPersister(fs, j)
 	return fs, nil
 }
 

@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/artproject/art/objects"
@@ -274,7 +275,6 @@ func (fs *FS) newNode(d *inode, name string, typ objects.Type, mode uint32) *ino
 	fs.setDirent(d, name, ino)
 	fs.touchDir(d)
 	fs.p.dirtyInode(n)
-	fs.p.dirtyNextIno()
 	return n
 }
 
@@ -310,6 +310,13 @@ func (fs *FS) create(dir uint64, name string, typ objects.Type, mode uint32, tar
 	} else if err != errNoEnt {
 		return Attr{}, err
 	}
+	// A directory created in a set-group-ID directory inherits the bit,
+	// as on every local filesystem (inode_init_owner).
+	d.mu.Lock()
+	if typ == objects.TypeDir && d.mode&syscall.S_ISGID != 0 {
+		mode |= syscall.S_ISGID
+	}
+	d.mu.Unlock()
 	n := fs.newNode(d, name, typ, mode)
 	n.target = target
 	if typ == objects.TypeSymlink {
@@ -331,6 +338,31 @@ func (fs *FS) Create(dir uint64, name string, mode uint32) (Attr, error) {
 		fs.Opened(a.Ino)
 	}
 	return a, err
+}
+
+// Tmpfile creates an open regular file in no directory (open with
+// O_TMPFILE): it gets a name only if it is linked into place, and is freed
+// on its last close otherwise.
+func (fs *FS) Tmpfile(dir uint64, mode uint32) (Attr, error) {
+	if err := fs.checkWritable(); err != nil {
+		return Attr{}, err
+	}
+	fs.ns.Lock()
+	defer fs.ns.Unlock()
+	d, err := fs.get(dir)
+	if err != nil {
+		return Attr{}, err
+	}
+	if d.typ != objects.TypeDir {
+		return Attr{}, errNotDir
+	}
+	now := time.Now().UnixNano()
+	ino := fs.nextIno
+	fs.nextIno++
+	n := &inode{ino: ino, typ: objects.TypeFile, mode: mode & objects.PermMask, mtime: now, ctime: now, atime: now, upper: true, opens: 1}
+	fs.inodes[ino] = n
+	fs.p.dirtyInode(n)
+	return n.attr(), nil
 }
 
 // Mkfifo creates a named pipe.

@@ -1,31 +1,49 @@
 package overlay
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/artproject/art/objects"
+	"github.com/artproject/art/repo"
 )
 
-// persister writes the upper layer's dirty state to SQLite in batches.
-// Operations mark keys dirty; a batch reads their current values under the
-// namespace lock (so it never sees half of a rename) and writes them in one
-// transaction. Writing current values makes batches idempotent.
+// persister makes the upper layer durable in two steps.
+//
+//  1. Operations mark the keys they touch dirty. A snapshot reads the
+//     current values of all dirty keys under the namespace lock (so it
+//     never sees half of a rename) and appends them as one record to the
+//     worktree's journal with a single write(2). Flush (close) and Fsync
+//     take a snapshot before they return: from then on the data survives a
+//     crash of art, because it is in the kernel, not in art's memory.
+//  2. One applier goroutine writes journaled records, in order, to the
+//     SQLite upper tables in batched transactions, then truncates the
+//     journal once everything in it is applied.
+//
+// Records hold current values (upserts and deletes), so applying a record
+// twice is harmless: Open replays the whole journal in order after a crash,
+// whatever part of it had already reached SQLite.
 type persister struct {
 	fs *FS
+	j  *journal
+
+	jmu sync.Mutex // orders snapshots and journal appends
 
 	mu      sync.Mutex
 	cond    *sync.Cond
 	inodes  map[uint64]*inode
 	dirents map[direntKey]struct{}
-	blocks  map[blockKey]struct{}
-	chunks  map[objects.ID][]byte // data of blocks not yet stored
-	flying  map[objects.ID][]byte // chunks of the batch being written
-	nextIno bool
-	reqGen  uint64 // bumped by every sync request
-	doneGen uint64 // the request generation the last batch covered
-	err     error  // sticky: the last failed batch
+	blocks  map[blockKey]objects.ID      // value: the chunk the block was set to (Zero: removed)
+	chunks  map[objects.ID]*pendingChunk // block data by id until applied
+	mark    uint64                       // bumped by every change marked dirty
+	covered uint64                       // the mark the last journaled snapshot covered
+	queue   []*record                    // journaled, not yet applied
+	applied uint64                       // records applied so far
+	queued  uint64                       // records journaled so far
+	err     error                        // the last failure (sticky until a retry succeeds)
 	kick    chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
@@ -41,14 +59,23 @@ type blockKey struct {
 	idx int64
 }
 
-// batchInterval bounds how long changes stay only in memory when nobody
-// asks for a sync.
-const batchInterval = 200 * time.Millisecond
+// pendingChunk is block data not yet in the chunks table, compressed by the
+// request that stored it (so compression runs in parallel).
+type pendingChunk struct {
+	raw  []byte
+	enc  int
+	data []byte
+	refs int // records naming it that are not applied yet
+}
 
-func newPersister(fs *FS) *persister {
+// applyInterval bounds how long journaled changes wait for SQLite, and
+// how long unflushed changes stay only in memory.
+const applyInterval = 200 * time.Millisecond
+
+func newPersister(fs *FS, j *journal) *persister {
 	p := &persister{
-		fs: fs, inodes: map[uint64]*inode{}, dirents: map[direntKey]struct{}{},
-		blocks: map[blockKey]struct{}{}, chunks: map[objects.ID][]byte{},
+		fs: fs, j: j, inodes: map[uint64]*inode{}, dirents: map[direntKey]struct{}{},
+		blocks: map[blockKey]objects.ID{}, chunks: map[objects.ID]*pendingChunk{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	p.cond = sync.NewCond(&p.mu)
@@ -59,58 +86,103 @@ func newPersister(fs *FS) *persister {
 func (p *persister) dirtyInode(n *inode) {
 	p.mu.Lock()
 	p.inodes[n.ino] = n
+	p.mark++
+	n.mark = p.mark
 	p.mu.Unlock()
 }
 
-// dirtyInodeLocked is dirtyInode for callers holding n.mu (same thing:
-// the persister lock is independent of inode locks).
+// dirtyInodeLocked is dirtyInode for callers holding n.mu (the persister
+// lock is independent of inode locks).
 func (p *persister) dirtyInodeLocked(n *inode) { p.dirtyInode(n) }
 
 func (p *persister) dirtyDirent(dir uint64, name string) {
 	p.mu.Lock()
 	p.dirents[direntKey{dir, name}] = struct{}{}
+	p.mark++
 	p.mu.Unlock()
 }
 
-func (p *persister) dirtyBlock(ino uint64, idx int64) {
+func (p *persister) dirtyBlock(ino uint64, idx int64, id objects.ID) {
 	p.mu.Lock()
-	p.blocks[blockKey{ino, idx}] = struct{}{}
+	p.blocks[blockKey{ino, idx}] = id
+	p.mark++
 	p.mu.Unlock()
 }
 
-func (p *persister) dirtyNextIno() {
+// persisted reports whether every change marked on n is journaled; n.mu
+// must be held.
+func (p *persister) persisted(n *inode) bool {
 	p.mu.Lock()
-	p.nextIno = true
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	return n.mark <= p.covered
 }
 
-// putChunk queues block data for storage and returns its id.
+// putChunk keeps block data until it is applied and returns its id.
 func (p *persister) putChunk(data []byte) objects.ID {
 	id := objects.Hash(data)
 	p.mu.Lock()
+	_, ok := p.chunks[id]
+	p.mu.Unlock()
+	if ok {
+		return id
+	}
+	raw := append([]byte(nil), data...)
+	enc, how := objects.Compress(raw)
+	p.mu.Lock()
 	if _, ok := p.chunks[id]; !ok {
-		p.chunks[id] = append([]byte(nil), data...)
+		p.chunks[id] = &pendingChunk{raw: raw, enc: how, data: enc}
 	}
 	p.mu.Unlock()
 	return id
 }
 
-// pendingChunk returns block data not yet committed to the repository.
+// pendingChunk returns block data not yet in the repository.
 func (p *persister) pendingChunk(id objects.ID) ([]byte, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if d, ok := p.chunks[id]; ok {
-		return d, true
+	if c, ok := p.chunks[id]; ok {
+		return c.raw, true
 	}
-	d, ok := p.flying[id]
-	return d, ok
+	return nil, false
 }
 
-// sync waits until everything changed before the call is committed.
-func (p *persister) sync() error {
+// sync journals every change made before the call. With hard set, the
+// journal is also fsynced (fsync(2) promises survival of a power loss).
+func (p *persister) sync(hard bool) error {
+	p.jmu.Lock()
+	defer p.jmu.Unlock()
+	rec := p.snapshot()
+	if !rec.empty() {
+		if err := p.j.append(rec); err != nil {
+			p.restore(rec)
+			return p.fs.ioErr("journal upper layer", err)
+		}
+		p.mu.Lock()
+		p.queue = append(p.queue, rec)
+		p.queued++
+		p.covered = rec.mark
+		p.mu.Unlock()
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	} else {
+		p.mu.Lock()
+		p.covered = max(p.covered, rec.mark)
+		p.mu.Unlock()
+	}
+	if hard {
+		if err := p.j.sync(); err != nil {
+			return p.fs.ioErr("sync journal", err)
+		}
+	}
+	return nil
+}
+
+// drain waits until every journaled record is in SQLite.
+func (p *persister) drain() error {
 	p.mu.Lock()
-	p.reqGen++
-	gen := p.reqGen
+	target := p.queued
 	p.mu.Unlock()
 	select {
 	case p.kick <- struct{}{}:
@@ -118,75 +190,67 @@ func (p *persister) sync() error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.doneGen < gen && p.err == nil {
+	for p.applied < target {
+		if p.err != nil {
+			return p.err
+		}
 		p.cond.Wait()
-	}
-	if p.err != nil {
-		return p.fs.ioErr("persist upper layer", p.err)
 	}
 	return nil
 }
 
 func (p *persister) loop() {
 	defer close(p.stopped)
-	t := time.NewTicker(batchInterval)
+	t := time.NewTicker(applyInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-p.kick:
 		case <-t.C:
+			// Changes nobody flushed yet reach the journal at this pace.
+			if err := p.sync(false); err != nil {
+				p.setErr(err)
+			}
 		case <-p.stop:
-			p.batch()
+			p.apply()
 			return
 		}
-		p.batch()
+		p.apply()
 	}
 }
 
-// close writes what is left and stops the writer.
+func (p *persister) setErr(err error) {
+	p.mu.Lock()
+	p.err = err
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// close applies what is journaled and stops the applier.
 func (p *persister) close() error {
 	close(p.stop)
 	<-p.stopped
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.err
+	if len(p.queue) > 0 {
+		if p.err != nil {
+			return p.err
+		}
+		return errors.New("upper layer not fully applied")
+	}
+	return nil
 }
 
-type inodeRow struct {
-	ino                       uint64
-	deleted                   bool
-	typ                       objects.Type
-	mode, nlink               uint32
-	size, mtime, ctime, atime int64
-	base                      []byte
-	baseSize                  int64
-	target                    string
-	xattrs                    []byte
-}
-
-type direntRow struct {
-	key     direntKey
-	ino     uint64
-	present bool
-}
-
-type blockRow struct {
-	key     blockKey
-	id      objects.ID
-	present bool
-}
-
-// batch snapshots the dirty state and writes it in one transaction.
-func (p *persister) batch() {
+// snapshot takes the current values of every dirty key; p.jmu must be held.
+func (p *persister) snapshot() *record {
 	fs := p.fs
 	fs.ns.RLock()
+	defer fs.ns.RUnlock()
 	p.mu.Lock()
-	gen := p.reqGen
-	inodes, dirents, blocks, chunks, nextIno := p.inodes, p.dirents, p.blocks, p.chunks, p.nextIno
-	p.inodes, p.dirents, p.blocks, p.chunks, p.nextIno = map[uint64]*inode{}, map[direntKey]struct{}{}, map[blockKey]struct{}{}, map[objects.ID][]byte{}, false
-	p.flying = chunks
+	rec := &record{mark: p.mark, chunks: map[objects.ID]*pendingChunk{}}
+	inodes, dirents, blocks := p.inodes, p.dirents, p.blocks
+	p.inodes, p.dirents, p.blocks = map[uint64]*inode{}, map[direntKey]struct{}{}, map[blockKey]objects.ID{}
 	p.mu.Unlock()
-	var irows []inodeRow
 	for _, n := range inodes {
 		n.mu.Lock()
 		row := inodeRow{ino: n.ino, deleted: n.deleted || !n.upper}
@@ -197,34 +261,29 @@ func (p *persister) batch() {
 			switch n.typ {
 			case objects.TypeFile:
 				if !n.base.IsZero() {
-					row.base = n.base[:]
+					row.base = append([]byte(nil), n.base[:]...)
 				}
 				row.baseSize = n.baseSize
 			case objects.TypeDir:
 				if !n.lowerTree.IsZero() {
-					row.base = n.lowerTree[:]
+					row.base = append([]byte(nil), n.lowerTree[:]...)
 				}
 			}
 			if len(n.xattrs) > 0 {
 				row.xattrs = encodeXattrs(n.xattrs)
 			}
 		}
-		if n.deleted && !n.upper {
-			row.deleted = true
-		}
 		n.mu.Unlock()
-		irows = append(irows, row)
+		rec.inodes = append(rec.inodes, row)
 	}
-	var drows []direntRow
 	for k := range dirents {
 		d := fs.inodes[k.dir]
 		r := direntRow{key: k}
 		if d != nil && !d.deleted {
 			r.ino, r.present = d.dirents[k.name]
 		}
-		drows = append(drows, r)
+		rec.dirents = append(rec.dirents, r)
 	}
-	var brows []blockRow
 	for k := range blocks {
 		n := fs.inodes[k.ino]
 		r := blockRow{key: k}
@@ -233,85 +292,153 @@ func (p *persister) batch() {
 			r.id, r.present = n.blocks[k.idx]
 			n.mu.Unlock()
 		}
-		brows = append(brows, r)
+		rec.blocks = append(rec.blocks, r)
 	}
-	next := fs.nextIno
-	fs.ns.RUnlock()
-
-	empty := len(irows) == 0 && len(drows) == 0 && len(brows) == 0 && !nextIno
-	var err error
-	if !empty {
-		err = p.write(irows, drows, brows, chunks, nextIno, next)
-	}
+	// Lock order is ns, inode, persister: attach chunk data last.
 	p.mu.Lock()
-	p.flying = nil
-	if err != nil {
-		p.err = err
-		// Keep the state dirty so a later batch can retry.
-		for _, n := range inodes {
-			p.inodes[n.ino] = n
+	defer p.mu.Unlock()
+	for _, r := range rec.blocks {
+		if r.present {
+			if c, ok := p.chunks[r.id]; ok && rec.chunks[r.id] == nil {
+				c.refs++
+				rec.chunks[r.id] = c
+			}
 		}
-		for k := range dirents {
-			p.dirents[k] = struct{}{}
-		}
-		for k := range blocks {
-			p.blocks[k] = struct{}{}
-		}
-		for id, c := range chunks {
-			p.chunks[id] = c
-		}
-		p.nextIno = p.nextIno || nextIno
-	} else {
-		p.err = nil
-		p.doneGen = gen
 	}
-	p.cond.Broadcast()
-	p.mu.Unlock()
+	return rec
 }
 
-func (p *persister) write(irows []inodeRow, drows []direntRow, brows []blockRow, chunks map[objects.ID][]byte, nextIno bool, next uint64) error {
-	wt := p.fs.wt.ID
-	tx, err := p.fs.r.Begin()
+// restore puts a record's keys back as dirty after a failed append.
+func (p *persister) restore(rec *record) {
+	p.fs.ns.RLock()
+	defer p.fs.ns.RUnlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range rec.inodes {
+		if n := p.fs.inodes[r.ino]; n != nil {
+			p.inodes[r.ino] = n
+		}
+	}
+	for _, d := range rec.dirents {
+		p.dirents[d.key] = struct{}{}
+	}
+	for _, b := range rec.blocks {
+		if _, newer := p.blocks[b.key]; !newer {
+			p.blocks[b.key] = b.id
+		}
+	}
+	for _, c := range rec.chunks {
+		c.refs--
+	}
+}
+
+// apply writes queued records to SQLite in one transaction.
+func (p *persister) apply() {
+	p.mu.Lock()
+	recs := p.queue
+	p.mu.Unlock()
+	if len(recs) == 0 {
+		return
+	}
+	t0 := time.Now()
+	err := applyRecords(p.fs.r, p.fs.wt.ID, recs)
+	if os.Getenv("ART_DEBUG_BATCH") != "" {
+		fmt.Fprintf(os.Stderr, "art: applied %d record(s) in %v (err %v)\n", len(recs), time.Since(t0), err)
+	}
+	p.mu.Lock()
+	if err != nil {
+		p.err = err
+		p.cond.Broadcast()
+		p.mu.Unlock()
+		p.fs.logf("apply upper layer: %v (retrying)", err)
+		return
+	}
+	p.err = nil
+	p.queue = p.queue[len(recs):]
+	p.applied += uint64(len(recs))
+	for _, rec := range recs {
+		for id, c := range rec.chunks {
+			c.refs--
+			if c.refs <= 0 {
+				// Stored now; drop it unless a block still names it
+				// without a journaled record (it would be re-added).
+				if cur, ok := p.chunks[id]; ok && cur == c && !p.chunkStillDirty(id) {
+					delete(p.chunks, id)
+				}
+			}
+		}
+	}
+	empty := len(p.queue) == 0
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	if empty {
+		p.jmu.Lock()
+		p.mu.Lock()
+		if len(p.queue) == 0 {
+			if err := p.j.reset(); err != nil {
+				p.fs.logf("truncate journal: %v", err)
+			}
+		}
+		p.mu.Unlock()
+		p.jmu.Unlock()
+	}
+}
+
+// chunkStillDirty reports whether a dirty (not yet journaled) block names
+// the chunk; p.mu must be held.
+func (p *persister) chunkStillDirty(id objects.ID) bool {
+	for _, v := range p.blocks {
+		if v == id {
+			return true
+		}
+	}
+	return false
+}
+
+// applyRecords writes records, in order, to the upper tables in one
+// transaction.
+func applyRecords(r *repo.Repo, wt int64, recs []*record) error {
+	tx, err := r.Begin()
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	for _, b := range brows {
-		if !b.present {
-			continue
-		}
-		if data, ok := chunks[b.id]; ok {
-			if _, err := tx.PutChunk(data); err != nil {
-				return err
-			}
+	for _, rec := range recs {
+		if err := applyRecord(tx, wt, rec); err != nil {
+			return err
 		}
 	}
-	upIno, err := tx.Prepare(`INSERT INTO upper_inodes(wt, ino, type, mode, nlink, size, mtime, ctime, atime, base, base_size, target, xattrs)
+	return tx.Commit()
+}
+
+func applyRecord(tx *repo.Tx, wt int64, rec *record) error {
+	for id, c := range rec.chunks {
+		if err := tx.PutChunkEncoded(id, len(c.raw), c.enc, c.data); err != nil {
+			return err
+		}
+	}
+	const upIno = `INSERT INTO upper_inodes(wt, ino, type, mode, nlink, size, mtime, ctime, atime, base, base_size, target, xattrs)
 		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(wt, ino) DO UPDATE SET type=excluded.type, mode=excluded.mode,
 		nlink=excluded.nlink, size=excluded.size, mtime=excluded.mtime, ctime=excluded.ctime, atime=excluded.atime,
-		base=excluded.base, base_size=excluded.base_size, target=excluded.target, xattrs=excluded.xattrs`)
-	if err != nil {
-		return err
-	}
-	defer upIno.Close()
-	for _, r := range irows {
+		base=excluded.base, base_size=excluded.base_size, target=excluded.target, xattrs=excluded.xattrs`
+	for _, r := range rec.inodes {
 		if r.deleted {
-			if _, err := tx.Exec(`DELETE FROM upper_inodes WHERE wt=? AND ino=?`, wt, int64(r.ino)); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(`DELETE FROM upper_blocks WHERE wt=? AND ino=?`, wt, int64(r.ino)); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(`DELETE FROM upper_dirents WHERE wt=? AND dir=?`, wt, int64(r.ino)); err != nil {
-				return err
+			for _, q := range []string{
+				`DELETE FROM upper_inodes WHERE wt=? AND ino=?`,
+				`DELETE FROM upper_blocks WHERE wt=? AND ino=?`,
+				`DELETE FROM upper_dirents WHERE wt=? AND dir=?`,
+			} {
+				if _, err := tx.Exec(q, wt, int64(r.ino)); err != nil {
+					return err
+				}
 			}
 			continue
 		}
-		if _, err := upIno.Exec(wt, int64(r.ino), r.typ, r.mode, r.nlink, r.size, r.mtime, r.ctime, r.atime, r.base, r.baseSize, r.target, r.xattrs); err != nil {
+		if _, err := tx.Exec(upIno, wt, int64(r.ino), r.typ, r.mode, r.nlink, r.size, r.mtime, r.ctime, r.atime, r.base, r.baseSize, r.target, r.xattrs); err != nil {
 			return fmt.Errorf("store inode %d: %w", r.ino, err)
 		}
 	}
-	for _, d := range drows {
+	for _, d := range rec.dirents {
 		var err error
 		if d.present {
 			_, err = tx.Exec(`INSERT INTO upper_dirents(wt, dir, name, ino) VALUES(?,?,?,?) ON CONFLICT(wt, dir, name) DO UPDATE SET ino=excluded.ino`,
@@ -323,7 +450,7 @@ func (p *persister) write(irows []inodeRow, drows []direntRow, brows []blockRow,
 			return fmt.Errorf("store entry %q: %w", d.key.name, err)
 		}
 	}
-	for _, b := range brows {
+	for _, b := range rec.blocks {
 		var err error
 		if b.present {
 			_, err = tx.Exec(`INSERT INTO upper_blocks(wt, ino, idx, chunk) VALUES(?,?,?,?) ON CONFLICT(wt, ino, idx) DO UPDATE SET chunk=excluded.chunk`,
@@ -335,10 +462,5 @@ func (p *persister) write(irows []inodeRow, drows []direntRow, brows []blockRow,
 			return fmt.Errorf("store block: %w", err)
 		}
 	}
-	if nextIno {
-		if _, err := tx.Exec(`UPDATE worktrees SET next_ino=?, updated=? WHERE id=?`, int64(next), time.Now().UnixNano(), wt); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
+	return nil
 }

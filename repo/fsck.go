@@ -35,6 +35,11 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 			progress(s)
 		}
 	}
+	// Read everything from the file: the caches may hold objects that
+	// were damaged on disk after they were read.
+	r.mu.Lock()
+	r.objCache.init()
+	r.mu.Unlock()
 	// SQLite's own structure first: a damaged page makes everything else moot.
 	say("checking database structure")
 	rows, err := r.DB.Query(`PRAGMA quick_check`)

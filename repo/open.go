@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -33,6 +34,9 @@ type Repo struct {
 	DB   *sql.DB
 	Path string // absolute path of the database file
 	objCache
+
+	stmtMu sync.Mutex
+	stmts  map[string]*sql.Stmt
 }
 
 // migrations[i] brings a schema of version i to version i+1.
@@ -245,4 +249,12 @@ func splitSQL(s string) []string {
 }
 
 // Close closes the database.
-func (r *Repo) Close() error { return r.DB.Close() }
+func (r *Repo) Close() error {
+	r.stmtMu.Lock()
+	for _, s := range r.stmts {
+		s.Close()
+	}
+	r.stmts = nil
+	r.stmtMu.Unlock()
+	return r.DB.Close()
+}

@@ -516,6 +516,8 @@ func (p *puller) write(dfd int, n *pullNode) error {
 		err := unix.Mkfifoat(dfd, pullTemp, e.Mode)
 		if err == nil {
 			unix.Fchmodat(dfd, pullTemp, e.Mode, 0)
+			ts := unix.NsecToTimespec(e.MTime)
+			unix.UtimesNanoAt(dfd, pullTemp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 			err = unix.Renameat(dfd, pullTemp, dfd, n.name)
 		}
 		if err != nil {

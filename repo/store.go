@@ -177,9 +177,6 @@ var _ objects.Loader = (*Repo)(nil)
 type Tx struct {
 	*sql.Tx
 	r          *Repo
-	putChunk   *sql.Stmt
-	hasChunk   *sql.Stmt
-	putTree    *sql.Stmt
 	NewObjects int   // objects written by this transaction
 	NewBytes   int64 // stored (compressed) bytes written
 }
@@ -190,27 +187,50 @@ func (r *Repo) Begin() (*Tx, error) {
 	if err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", err)
 	}
-	tx := &Tx{Tx: sqlTx, r: r}
-	for _, p := range []struct {
-		s **sql.Stmt
-		q string
-	}{
-		{&tx.putChunk, `INSERT INTO chunks(id, size, enc, data) VALUES(?, ?, ?, ?) ON CONFLICT DO NOTHING`},
-		{&tx.hasChunk, `SELECT 1 FROM chunks WHERE id=?`},
-		{&tx.putTree, `INSERT INTO trees(id, size, enc, data) VALUES(?, ?, ?, ?) ON CONFLICT DO NOTHING`},
-	} {
-		if *p.s, err = sqlTx.Prepare(p.q); err != nil {
-			sqlTx.Rollback()
-			return nil, fmt.Errorf("prepare: %w", err)
-		}
+	return &Tx{Tx: sqlTx, r: r}, nil
+}
+
+// stmt returns a statement prepared once for the whole pool: SQLite
+// parses each query text once per connection instead of once per call.
+func (r *Repo) stmt(query string) (*sql.Stmt, error) {
+	r.stmtMu.Lock()
+	defer r.stmtMu.Unlock()
+	if s, ok := r.stmts[query]; ok {
+		return s, nil
 	}
-	return tx, nil
+	s, err := r.DB.Prepare(query)
+	if err != nil {
+		return nil, err
+	}
+	if r.stmts == nil {
+		r.stmts = map[string]*sql.Stmt{}
+	}
+	r.stmts[query] = s
+	return s, nil
+}
+
+// Exec runs a statement in the transaction, through the statement cache.
+func (tx *Tx) Exec(query string, args ...any) (sql.Result, error) {
+	s, err := tx.r.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Stmt(s).Exec(args...)
+}
+
+// QueryRow runs a query in the transaction, through the statement cache.
+func (tx *Tx) QueryRow(query string, args ...any) *sql.Row {
+	s, err := tx.r.stmt(query)
+	if err != nil {
+		return tx.Tx.QueryRow(query, args...)
+	}
+	return tx.Stmt(s).QueryRow(args...)
 }
 
 // HasChunk reports whether a chunk is stored.
 func (tx *Tx) HasChunk(id objects.ID) (bool, error) {
 	var one int
-	err := tx.hasChunk.QueryRow(id[:]).Scan(&one)
+	err := tx.QueryRow(`SELECT 1 FROM chunks WHERE id=?`, id[:]).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -222,7 +242,7 @@ func (tx *Tx) PutChunkEncoded(id objects.ID, rawSize int, enc int, data []byte) 
 	if data == nil {
 		data = []byte{} // the empty chunk: a nil slice would bind as NULL
 	}
-	res, err := tx.putChunk.Exec(id[:], rawSize, enc, data)
+	res, err := tx.Exec(`INSERT INTO chunks(id, size, enc, data) VALUES(?, ?, ?, ?) ON CONFLICT DO NOTHING`, id[:], rawSize, enc, data)
 	if err != nil {
 		return fmt.Errorf("store chunk %s: %w", id.Short(), err)
 	}
@@ -297,7 +317,7 @@ func (tx *Tx) PutTree(t *objects.Tree) (objects.ID, error) {
 		return objects.Zero, err
 	}
 	enc, how := objects.Compress(raw)
-	res, err := tx.putTree.Exec(id[:], len(raw), how, enc)
+	res, err := tx.Exec(`INSERT INTO trees(id, size, enc, data) VALUES(?, ?, ?, ?) ON CONFLICT DO NOTHING`, id[:], len(raw), how, enc)
 	if err != nil {
 		return objects.Zero, fmt.Errorf("store tree %s: %w", id.Short(), err)
 	}

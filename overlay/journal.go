@@ -1,0 +1,340 @@
+package overlay
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/repo"
+)
+
+// The journal of a worktree is a file next to the repository,
+// "<db>-wt<ID>.journal": a header naming the worktree (id and creation
+// time, so a journal left by an older worktree with a reused id is never
+// replayed), then frames of [magic u32][length u32][crc32c u32][record].
+// A torn last frame (art killed inside write(2)) fails its length or
+// checksum and ends the replay; everything before it is whole.
+
+const (
+	journalMagic = "artjrnl1"
+	frameMagic   = 0x61726a31 // "arj1"
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+type journal struct {
+	f    *os.File
+	path string
+}
+
+type inodeRow struct {
+	ino                       uint64
+	deleted                   bool
+	typ                       objects.Type
+	mode, nlink               uint32
+	size, mtime, ctime, atime int64
+	base                      []byte
+	baseSize                  int64
+	target                    string
+	xattrs                    []byte
+}
+
+type direntRow struct {
+	key     direntKey
+	ino     uint64
+	present bool
+}
+
+type blockRow struct {
+	key     blockKey
+	id      objects.ID
+	present bool
+}
+
+// record is one snapshot of dirty upper-layer state.
+type record struct {
+	mark    uint64
+	inodes  []inodeRow
+	dirents []direntRow
+	blocks  []blockRow
+	chunks  map[objects.ID]*pendingChunk
+}
+
+func (r *record) empty() bool {
+	return len(r.inodes) == 0 && len(r.dirents) == 0 && len(r.blocks) == 0
+}
+
+// JournalPath returns where a worktree's journal lives.
+func JournalPath(r *repo.Repo, wt *repo.Worktree) string {
+	return fmt.Sprintf("%s-wt%d.journal", r.Path, wt.ID)
+}
+
+func journalHeader(wt *repo.Worktree) []byte {
+	b := []byte(journalMagic)
+	b = binary.LittleEndian.AppendUint64(b, uint64(wt.ID))
+	b = binary.LittleEndian.AppendUint64(b, uint64(wt.Created))
+	return b
+}
+
+// openJournal replays a journal left by a crash into SQLite, then opens a
+// fresh one for this mount.
+func openJournal(r *repo.Repo, wt *repo.Worktree) (*journal, error) {
+	path := JournalPath(r, wt)
+	if err := replayJournal(r, wt, path); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open journal: %w", err)
+	}
+	if _, err := f.Write(journalHeader(wt)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write journal: %w", err)
+	}
+	return &journal{f: f, path: path}, nil
+}
+
+func replayJournal(r *repo.Repo, wt *repo.Worktree, path string) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read journal: %w", err)
+	}
+	hdr := journalHeader(wt)
+	if len(data) < len(hdr) || string(data[:len(hdr)]) != string(hdr) {
+		return nil // another worktree's, or torn before its header: nothing of ours
+	}
+	var recs []*record
+	for b := data[len(hdr):]; len(b) >= 12; {
+		if binary.LittleEndian.Uint32(b) != frameMagic {
+			break
+		}
+		n := binary.LittleEndian.Uint32(b[4:])
+		sum := binary.LittleEndian.Uint32(b[8:])
+		if uint64(n) > uint64(len(b)-12) {
+			break // torn
+		}
+		payload := b[12 : 12+n]
+		if crc32.Checksum(payload, crcTable) != sum {
+			break
+		}
+		rec, err := decodeRecord(payload)
+		if err != nil {
+			return fmt.Errorf("journal %s: %w", path, err)
+		}
+		recs = append(recs, rec)
+		b = b[12+n:]
+	}
+	if len(recs) > 0 {
+		if err := applyRecords(r, wt.ID, recs); err != nil {
+			return fmt.Errorf("replay journal: %w", err)
+		}
+	}
+	return nil
+}
+
+// append writes one record with a single write(2).
+func (j *journal) append(rec *record) error {
+	payload := encodeRecord(rec)
+	frame := make([]byte, 12, 12+len(payload))
+	binary.LittleEndian.PutUint32(frame, frameMagic)
+	binary.LittleEndian.PutUint32(frame[4:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(frame[8:], crc32.Checksum(payload, crcTable))
+	frame = append(frame, payload...)
+	_, err := j.f.Write(frame)
+	return err
+}
+
+func (j *journal) sync() error { return j.f.Sync() }
+
+// reset empties the journal once everything in it is in SQLite.
+func (j *journal) reset() error {
+	if err := j.f.Truncate(int64(len(journalMagic) + 16)); err != nil {
+		return err
+	}
+	_, err := j.f.Seek(0, io.SeekEnd)
+	return err
+}
+
+// remove deletes the journal (the worktree is committed or closed clean).
+func (j *journal) remove() error {
+	j.f.Close()
+	return os.Remove(j.path)
+}
+
+func (j *journal) close() error { return j.f.Close() }
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func encodeRecord(r *record) []byte {
+	b := make([]byte, 0, 256)
+	b = binary.AppendUvarint(b, uint64(len(r.chunks)))
+	for id, c := range r.chunks {
+		b = append(b, id[:]...)
+		b = binary.AppendUvarint(b, uint64(len(c.raw)))
+		b = binary.AppendUvarint(b, uint64(c.enc))
+		b = appendBytes(b, c.data)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.inodes)))
+	for _, x := range r.inodes {
+		b = binary.AppendUvarint(b, x.ino)
+		if x.deleted {
+			b = append(b, 1)
+			continue
+		}
+		b = append(b, 0, byte(x.typ))
+		b = binary.AppendUvarint(b, uint64(x.mode))
+		b = binary.AppendUvarint(b, uint64(x.nlink))
+		b = binary.AppendVarint(b, x.size)
+		b = binary.AppendVarint(b, x.mtime)
+		b = binary.AppendVarint(b, x.ctime)
+		b = binary.AppendVarint(b, x.atime)
+		b = appendBytes(b, x.base)
+		b = binary.AppendVarint(b, x.baseSize)
+		b = appendBytes(b, []byte(x.target))
+		b = appendBytes(b, x.xattrs)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.dirents)))
+	for _, d := range r.dirents {
+		b = binary.AppendUvarint(b, d.key.dir)
+		b = appendBytes(b, []byte(d.key.name))
+		if d.present {
+			b = append(b, 1)
+			b = binary.AppendUvarint(b, d.ino)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.blocks)))
+	for _, k := range r.blocks {
+		b = binary.AppendUvarint(b, k.key.ino)
+		b = binary.AppendVarint(b, k.key.idx)
+		if k.present {
+			b = append(b, 1)
+			b = append(b, k.id[:]...)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	return b
+}
+
+type rdec struct {
+	b   []byte
+	err error
+}
+
+func (d *rdec) uv() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = objects.ErrCorrupt
+		d.b = nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *rdec) v() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = objects.ErrCorrupt
+		d.b = nil
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *rdec) bytes(n uint64) []byte {
+	if uint64(len(d.b)) < n {
+		d.err = objects.ErrCorrupt
+		d.b = nil
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *rdec) byte1() byte {
+	v := d.bytes(1)
+	if v == nil {
+		return 0
+	}
+	return v[0]
+}
+
+func (d *rdec) id() objects.ID {
+	var id objects.ID
+	copy(id[:], d.bytes(objects.IDSize))
+	return id
+}
+
+func decodeRecord(b []byte) (*record, error) {
+	d := &rdec{b: b}
+	r := &record{chunks: map[objects.ID]*pendingChunk{}}
+	for i, n := uint64(0), d.uv(); i < n && d.err == nil; i++ {
+		id := d.id()
+		raw := d.uv()
+		enc := d.uv()
+		data := d.bytes(d.uv())
+		if raw > objects.MaxChunk {
+			d.err = objects.ErrCorrupt
+			break
+		}
+		plain, err := objects.Decompress(data, int(enc), int(raw))
+		if err != nil || objects.Hash(plain) != id {
+			return nil, fmt.Errorf("journal chunk %s: %w", id.Short(), objects.ErrCorrupt)
+		}
+		r.chunks[id] = &pendingChunk{raw: plain, enc: int(enc), data: data}
+	}
+	for i, n := uint64(0), d.uv(); i < n && d.err == nil; i++ {
+		x := inodeRow{ino: d.uv()}
+		if d.byte1() == 1 {
+			x.deleted = true
+			r.inodes = append(r.inodes, x)
+			continue
+		}
+		x.typ = objects.Type(d.byte1())
+		x.mode = uint32(d.uv())
+		x.nlink = uint32(d.uv())
+		x.size, x.mtime, x.ctime, x.atime = d.v(), d.v(), d.v(), d.v()
+		if base := d.bytes(d.uv()); len(base) > 0 {
+			x.base = base
+		}
+		x.baseSize = d.v()
+		x.target = string(d.bytes(d.uv()))
+		if xa := d.bytes(d.uv()); len(xa) > 0 {
+			x.xattrs = xa
+		}
+		r.inodes = append(r.inodes, x)
+	}
+	for i, n := uint64(0), d.uv(); i < n && d.err == nil; i++ {
+		e := direntRow{key: direntKey{dir: d.uv(), name: string(d.bytes(d.uv()))}}
+		if d.byte1() == 1 {
+			e.present, e.ino = true, d.uv()
+		}
+		r.dirents = append(r.dirents, e)
+	}
+	for i, n := uint64(0), d.uv(); i < n && d.err == nil; i++ {
+		k := blockRow{key: blockKey{ino: d.uv(), idx: d.v()}}
+		if d.byte1() == 1 {
+			k.present, k.id = true, d.id()
+		}
+		r.blocks = append(r.blocks, k)
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return nil, fmt.Errorf("journal record: %w", objects.ErrCorrupt)
+	}
+	return r, nil
+}
