@@ -19,6 +19,7 @@ import (
 	"github.com/artproject/art/fuse"
 	"github.com/artproject/art/objects"
 	"github.com/artproject/art/overlay"
+	"github.com/artproject/art/policy"
 	"github.com/artproject/art/repo"
 	"github.com/artproject/art/sandbox"
 )
@@ -39,6 +40,9 @@ type runOptions struct {
 	trace       bool
 	traceLog    string
 	traceCalls  string
+	preset      string
+	allow       []string
+	explain     []string
 }
 
 const runLong = `run starts COMMAND (default: bash) in a bubblewrap sandbox whose home,
@@ -83,6 +87,9 @@ func addRunFlags(c *cobra.Command, o *runOptions) {
 	f.BoolVar(&o.trace, "trace", false, "trace the agent's syscalls")
 	f.StringVar(&o.traceLog, "trace-log", "", "write the strace-like log here (default stderr)")
 	f.StringVar(&o.traceCalls, "trace-syscalls", "", "trace only these syscalls (comma-separated)")
+	f.StringVar(&o.preset, "preset", "", "path policy preset: full-access (default), development, agent-safe, read-only")
+	f.StringArrayVar(&o.allow, "allow", nil, "path rule PATTERN=PERM (none, view, read, write), after the preset (repeatable)")
+	f.StringArrayVar(&o.explain, "explain", nil, "print which policy rule decides PATH (home-relative, e.g. ws/.env) and exit")
 }
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -150,6 +157,17 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	if err != nil {
 		return runFail(err)
 	}
+	pol, err := loadPolicy(dir, o)
+	if err != nil {
+		return runFail(err)
+	}
+	if len(o.explain) > 0 {
+		for _, p := range o.explain {
+			p = strings.Trim(p, "/")
+			fmt.Fprintln(g.stdout, pol.Explain(p, false))
+		}
+		return nil
+	}
 	cfg := sandbox.Config{
 		Workspace: ws, Argv: argv, Interactive: o.interactive, Net: o.net, Env: o.env,
 		Term: os.Getenv("TERM"), Lang: os.Getenv("LANG"), User: o.user,
@@ -162,6 +180,9 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 		if !o.direct {
 			fmt.Fprintf(g.stderr, "art: no repository found for %s; running in direct mode: the workspace is bound read-write and nothing is recorded (create one with 'art init -m %s')\n", dir, dir)
 		}
+		if !pol.IsFullAccess() {
+			return runFail(errors.New("path policies need the versioned home; direct mode binds the host workspace as it is (create a repository with 'art init', or drop --preset/--allow)"))
+		}
 		return runDirect(ctx, g, cfg, dir, stdio)
 	}
 	if derr != nil {
@@ -173,7 +194,25 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	}
 	defer r.Close()
 	g.cleanupStale(r)
-	return runOverlay(ctx, g, o, r, cfg, dir, stdio)
+	return runOverlay(ctx, g, o, r, cfg, dir, stdio, pol)
+}
+
+// loadPolicy builds the path policy from the host's
+// DIR/.art/config/policy.json (never from anything the agent can write),
+// --preset and --allow, in that order.
+func loadPolicy(dir string, o *runOptions) (*policy.Policy, error) {
+	path := filepath.Join(dir, repo.DirName, "config", "policy.json")
+	file, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		file = nil
+	} else if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	pol, err := policy.Build(file, path, o.preset, o.allow)
+	if err != nil {
+		return nil, fmt.Errorf("path policy: %w", err)
+	}
+	return pol, nil
 }
 
 // runDirect binds the host workspace read-write into an empty home.
@@ -209,7 +248,7 @@ func looksLikeRev(name string) bool {
 	return true
 }
 
-func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cfg sandbox.Config, dir string, stdio sandbox.Stdio) error {
+func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cfg sandbox.Config, dir string, stdio sandbox.Stdio, pol *policy.Policy) error {
 	head, err := r.Head()
 	if err != nil {
 		return runFail(err)
@@ -260,6 +299,15 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		msg = "run: " + strings.Join(cfg.Argv, " ")
 	}
 	sess := &objects.Session{Mode: "run", Argv: cfg.Argv, Workspace: cfg.Workspace, Start: start.UnixNano(), Version: repo.Version}
+	var ofsPolicy *policy.Policy
+	if !pol.IsFullAccess() {
+		js, err := pol.MarshalJSON()
+		if err != nil {
+			return runFail(err)
+		}
+		sess.Policy = js
+		ofsPolicy = pol
+	}
 	sessJSON, _ := json.Marshal(sess)
 
 	mnt, err := os.MkdirTemp("", "art-home-")
@@ -277,7 +325,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		r.DB.Exec(`UPDATE worktrees SET session=? WHERE id=?`, string(sessJSON), wt.ID)
 	}
 	logger := log.New(g.stderr, "art: ", 0)
-	ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger})
+	ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, Policy: ofsPolicy})
 	if err != nil {
 		r.SetWorktreeState(wt.ID, repo.StateInterrupted)
 		return runFail(err)

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -69,7 +70,7 @@ func newShowCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(g.stdout, "    art:       %s\n", s.Version)
 				}
 				if len(s.Policy) > 0 {
-					fmt.Fprintf(g.stdout, "    policy:    %s\n", s.Policy)
+					fmt.Fprintf(g.stdout, "    policy:    %s (the rules: art show --json)\n", policySummary(s.Policy))
 				}
 				if s.TraceID != nil {
 					fmt.Fprintf(g.stdout, "    trace:     %s\n", s.TraceID.Short())
@@ -98,4 +99,35 @@ func newShowCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
 	c.Flags().StringVarP(&dir, "mount", "m", ".", "workspace directory (for repository discovery)")
 	return c
+}
+
+// policySummary describes a recorded path policy in one line.
+func policySummary(raw []byte) string {
+	var p struct {
+		Default string `json:"default"`
+		Rules   []struct {
+			Permission string `json:"permission"`
+			Source     string `json:"source"`
+		} `json:"rules"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return "unreadable"
+	}
+	count := map[string]int{}
+	sources := map[string]bool{}
+	var order []string
+	for _, r := range p.Rules {
+		count[r.Permission]++
+		if !sources[r.Source] {
+			sources[r.Source] = true
+			order = append(order, r.Source)
+		}
+	}
+	var parts []string
+	for _, perm := range []string{"none", "view", "read", "write"} {
+		if count[perm] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", count[perm], perm))
+		}
+	}
+	return fmt.Sprintf("default %s; rules: %s; from %s", p.Default, strings.Join(parts, ", "), strings.Join(order, ", "))
 }

@@ -94,6 +94,9 @@ func (s *shared) fill(a overlay.Attr, out *gofuse.Attr) {
 	out.Nlink = a.Nlink
 	out.Size = uint64(a.Size)
 	out.Blocks = (uint64(a.Size) + 511) / 512
+	if a.Type == objects.TypeFile {
+		out.Blocks = (uint64(a.Alloc) + 511) / 512 // holes take no space
+	}
 	out.Blksize = 4096
 	out.Uid, out.Gid = s.uid, s.gid
 	setTime := func(ns int64, sec *uint64, nsec *uint32) {
@@ -235,7 +238,8 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *gofu
 // Open opens a file.
 func (n *Node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.s.guard("open", &errno, time.Now())
-	if _, err := n.s.ofs.Getattr(n.ino()); err != nil {
+	write := flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
+	if err := n.s.ofs.CheckOpen(n.ino(), write); err != nil {
 		return nil, 0, overlay.Errno(err)
 	}
 	// O_TRUNC arrives as a separate setattr: go-fuse does not negotiate

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/artproject/art/objects"
+	"github.com/artproject/art/policy"
 )
 
 // dirtyLimit is how much unflushed data one file may hold in memory
@@ -167,6 +168,9 @@ func (fs *FS) Write(ino uint64, p []byte, off int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := canChange(n); err != nil {
+		return 0, err
+	}
 	if err := fs.ensureUpper(n); err != nil {
 		return 0, err
 	}
@@ -275,6 +279,9 @@ func (fs *FS) Setattr(ino uint64, s SetAttr) (Attr, error) {
 	}
 	n, err := fs.node(ino)
 	if err != nil {
+		return Attr{}, err
+	}
+	if err := canChange(n); err != nil {
 		return Attr{}, err
 	}
 	if err := fs.ensureUpper(n); err != nil {
@@ -494,6 +501,9 @@ func (fs *FS) SetXattr(ino uint64, name string, value []byte, flags uint32, remo
 	if err != nil {
 		return err
 	}
+	if err := canChange(n); err != nil {
+		return err
+	}
 	if err := fs.ensureUpper(n); err != nil {
 		return err
 	}
@@ -594,4 +604,22 @@ func aclMode(v []byte) (mode uint32, minimal bool, err error) {
 		}
 	}
 	return u<<6 | g<<3 | o, minimal, nil
+}
+
+// CheckOpen applies the path policy to an open: view-only content cannot
+// be opened, read-only content not for writing (or truncating).
+func (fs *FS) CheckOpen(ino uint64, write bool) error {
+	n, err := fs.node(ino)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.perm <= policy.View && n.typ != objects.TypeDir:
+		return errAccess
+	case write && n.perm < policy.Write:
+		return errAccess
+	}
+	return nil
 }

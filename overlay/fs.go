@@ -12,6 +12,7 @@ import (
 	"github.com/zeebo/blake3"
 
 	"github.com/artproject/art/objects"
+	"github.com/artproject/art/policy"
 	"github.com/artproject/art/repo"
 )
 
@@ -33,6 +34,10 @@ type Attr struct {
 	Atime int64 // ns
 	Mtime int64
 	Ctime int64
+	// Alloc is about how many bytes a file occupies (st_blocks): the
+	// visible lower content plus the blocks written since; holes take
+	// nothing.
+	Alloc int64
 }
 
 // DirEntry is one name in a directory listing.
@@ -48,6 +53,8 @@ type Options struct {
 	Log *log.Logger
 	// ReadOnly refuses every change with EROFS.
 	ReadOnly bool
+	// Policy decides per path what the agent may do; nil is full access.
+	Policy *policy.Policy
 }
 
 type inode struct {
@@ -64,6 +71,9 @@ type inode struct {
 	target string
 	xattrs []objects.Xattr
 
+	// perm is what the policy allows on the name the node was last reached
+	// by (policy.go); the zero value, none, hides it.
+	perm policy.Perm
 	// mark is the persister's change counter at the node's last change.
 	mark uint64
 	// upper is set once the node has an upper inode row.
@@ -93,8 +103,11 @@ type inode struct {
 
 func (n *inode) attr() Attr {
 	a := Attr{Ino: n.ino, Type: n.typ, Mode: n.mode, Nlink: n.nlink, Size: n.size, Atime: n.atime, Mtime: n.mtime, Ctime: n.ctime}
-	if n.typ == objects.TypeSymlink {
+	switch n.typ {
+	case objects.TypeSymlink:
 		a.Size = int64(len(n.target))
+	case objects.TypeFile:
+		a.Alloc = min(n.baseSize+int64(len(n.blocks)+len(n.dirty))*BlockSize, n.size)
 	}
 	return a
 }
@@ -139,7 +152,7 @@ func Open(r *repo.Repo, wt *repo.Worktree, opts Options) (*FS, error) {
 	}
 	fs := &FS{r: r, wt: wt, opts: opts, root: c.Tree, inodes: map[uint64]*inode{}}
 	now := time.Now().UnixNano()
-	root := &inode{ino: RootIno, typ: objects.TypeDir, mode: 0o755, nlink: 2, lowerTree: c.Tree, mtime: now, ctime: now, atime: now}
+	root := &inode{ino: RootIno, typ: objects.TypeDir, mode: 0o755, nlink: 2, lowerTree: c.Tree, mtime: now, ctime: now, atime: now, perm: policy.Write}
 	fs.inodes[RootIno] = root
 	// Changes journaled before a crash reach SQLite before anything loads.
 	j, err := openJournal(r, wt)

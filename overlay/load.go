@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/artproject/art/objects"
+	"github.com/artproject/art/policy"
 )
 
 // load reads the worktree's upper layer into memory.
@@ -108,6 +109,9 @@ func (fs *FS) load() error {
 			n.deleted = true
 			fs.inodes[ino] = n
 		}
+	}
+	if r := fs.inodes[RootIno]; r != nil {
+		r.perm = policy.Write // the home itself is never below view
 	}
 	// The root may have been copied up; keep its lower tree otherwise.
 	if r := fs.inodes[RootIno]; r != nil && !r.upper {

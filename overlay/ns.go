@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/artproject/art/objects"
+	"github.com/artproject/art/policy"
 )
 
 // get returns a node by number; ns must be held.
@@ -43,7 +44,11 @@ func (fs *FS) child(d *inode, name string) (*inode, error) {
 		if ino == 0 {
 			return nil, errNoEnt
 		}
-		return fs.get(ino)
+		n, err := fs.get(ino)
+		if err != nil {
+			return nil, err
+		}
+		return fs.admit(d, name, n)
 	}
 	e, err := fs.lowerEntry(d, name)
 	if err != nil {
@@ -57,10 +62,23 @@ func (fs *FS) child(d *inode, name string) (*inode, error) {
 		if n.deleted {
 			return nil, errNoEnt
 		}
-		return n, nil
+		return fs.admit(d, name, n)
 	}
 	n := newLowerInode(d.ino, e)
 	fs.inodes[ino] = n
+	return fs.admit(d, name, n)
+}
+
+// admit applies the path policy to a node reached as name in d: hidden
+// names do not exist; others remember what they allow.
+func (fs *FS) admit(d *inode, name string, n *inode) (*inode, error) {
+	perm := fs.decide(d, name, n.typ == objects.TypeDir)
+	if perm == policy.None {
+		return nil, errNoEnt
+	}
+	n.mu.Lock()
+	n.perm = perm
+	n.mu.Unlock()
 	return n, nil
 }
 
@@ -110,6 +128,25 @@ func (fs *FS) Readdir(dir uint64) ([]DirEntry, error) {
 	if d.typ != objects.TypeDir {
 		return nil, errNotDir
 	}
+	ents, err := fs.readdirAll(d)
+	if err != nil {
+		return nil, err
+	}
+	if pol := fs.opts.Policy; pol != nil && !pol.IsFullAccess() {
+		kept := ents[:0]
+		for _, e := range ents {
+			if fs.decide(d, e.Name, e.Type == objects.TypeDir) != policy.None {
+				kept = append(kept, e)
+			}
+		}
+		ents = kept
+	}
+	return ents, nil
+}
+
+// readdirAll lists every entry of a directory, hidden ones included; ns
+// must be held.
+func (fs *FS) readdirAll(d *inode) ([]DirEntry, error) {
 	var out []DirEntry
 	if !d.lowerTree.IsZero() {
 		t, err := fs.r.LoadTree(d.lowerTree)
@@ -265,7 +302,7 @@ func (fs *FS) newNode(d *inode, name string, typ objects.Type, mode uint32) *ino
 	now := time.Now().UnixNano()
 	ino := fs.nextIno
 	fs.nextIno++
-	n := &inode{ino: ino, typ: typ, mode: mode & objects.PermMask, nlink: 1, mtime: now, ctime: now, atime: now, upper: true, parent: d.ino, name: name}
+	n := &inode{ino: ino, typ: typ, mode: mode & objects.PermMask, nlink: 1, mtime: now, ctime: now, atime: now, upper: true, parent: d.ino, name: name, perm: policy.Write}
 	if typ == objects.TypeDir {
 		n.nlink = 2
 		n.dirents = map[string]uint64{}
@@ -308,6 +345,9 @@ func (fs *FS) create(dir uint64, name string, typ objects.Type, mode uint32, tar
 	if _, err := fs.child(d, name); err == nil {
 		return Attr{}, errExist
 	} else if err != errNoEnt {
+		return Attr{}, err
+	}
+	if err := fs.checkNewName(d, name, typ == objects.TypeDir); err != nil {
 		return Attr{}, err
 	}
 	// A directory created in a set-group-ID directory inherits the bit,
@@ -359,7 +399,10 @@ func (fs *FS) Tmpfile(dir uint64, mode uint32) (Attr, error) {
 	now := time.Now().UnixNano()
 	ino := fs.nextIno
 	fs.nextIno++
-	n := &inode{ino: ino, typ: objects.TypeFile, mode: mode & objects.PermMask, mtime: now, ctime: now, atime: now, upper: true, opens: 1}
+	if err := canChange(d); err != nil {
+		return Attr{}, err
+	}
+	n := &inode{ino: ino, typ: objects.TypeFile, mode: mode & objects.PermMask, mtime: now, ctime: now, atime: now, upper: true, opens: 1, perm: policy.Write}
 	fs.inodes[ino] = n
 	fs.p.dirtyInode(n)
 	return n.attr(), nil
@@ -389,6 +432,9 @@ func (fs *FS) Readlink(ino uint64) (string, error) {
 	if n.typ != objects.TypeSymlink {
 		return "", errInval
 	}
+	if n.perm <= policy.View {
+		return "", errAccess // a link's target is its content
+	}
 	return n.target, nil
 }
 
@@ -416,6 +462,13 @@ func (fs *FS) Link(ino, dir uint64, name string) (Attr, error) {
 	if _, err := fs.child(d, name); err == nil {
 		return Attr{}, errExist
 	} else if err != errNoEnt {
+		return Attr{}, err
+	}
+	// Protected content keeps its one name: no second name for it.
+	if err := canChange(n); err != nil {
+		return Attr{}, err
+	}
+	if err := fs.checkNewName(d, name, false); err != nil {
 		return Attr{}, err
 	}
 	fs.copyUp(n)
@@ -453,6 +506,12 @@ func (fs *FS) remove(dir uint64, name string, isDir bool) error {
 	}
 	n, err := fs.child(d, name)
 	if err != nil {
+		return err
+	}
+	if err := canChange(d); err != nil {
+		return err
+	}
+	if err := canChange(n); err != nil {
 		return err
 	}
 	if isDir {
@@ -526,6 +585,35 @@ func (fs *FS) Rename(dir uint64, name string, newDir uint64, newName string, fla
 	}
 	if dst == src {
 		return nil // same node (or hard links to it): nothing to do
+	}
+	// The policy: both names and both directories must be writable, and
+	// a directory moves only if nothing below it is protected.
+	if err := canChange(src); err != nil {
+		return err
+	}
+	if err := canChange(d); err != nil {
+		return err
+	}
+	if err := fs.checkNewName(nd, newName, src.typ == objects.TypeDir); err != nil {
+		return err
+	}
+	if dst != nil {
+		if err := canChange(dst); err != nil {
+			return err
+		}
+		if dst.typ == objects.TypeDir {
+			if err := fs.checkSubtree(dst); err != nil {
+				return err
+			}
+		}
+	}
+	if src.typ == objects.TypeDir {
+		if err := fs.checkSubtree(src); err != nil {
+			return err
+		}
+	}
+	if flags&RenameExchange != 0 && fs.decide(d, name, dst != nil && dst.typ == objects.TypeDir) < policy.Write {
+		return errAccess
 	}
 	// A directory must not move below itself.
 	if src.typ == objects.TypeDir {

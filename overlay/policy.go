@@ -1,0 +1,103 @@
+package overlay
+
+import (
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/policy"
+)
+
+// Path policies are enforced here, in the model, so they hold for every
+// program in the sandbox. Every node carries the permission of the name it
+// was last reached by (perm); the zero value is none, so a node that was
+// somehow never decided is hidden, not exposed. Content below write can
+// have only one name: linking, renaming and removing it are refused, and
+// so is renaming or removing a directory above it.
+
+// pathOf returns the home-relative path of a directory; ns must be held.
+// Directories have one parent, so the chain is well defined.
+func (fs *FS) pathOf(d *inode) string {
+	if d.ino == RootIno {
+		return ""
+	}
+	var parts []string
+	for n := d; n != nil && n.ino != RootIno; n = fs.inodes[n.parent] {
+		parts = append(parts, n.name)
+		if len(parts) > 4096 {
+			break // a cycle would be a bug; refuse rather than loop
+		}
+	}
+	size := len(parts) - 1
+	for _, p := range parts {
+		size += len(p)
+	}
+	b := make([]byte, 0, size)
+	for i := len(parts) - 1; i >= 0; i-- {
+		b = append(b, parts[i]...)
+		if i > 0 {
+			b = append(b, '/')
+		}
+	}
+	return string(b)
+}
+
+// decide returns the permission of name in directory d; ns must be held.
+func (fs *FS) decide(d *inode, name string, isDir bool) policy.Perm {
+	pol := fs.opts.Policy
+	if pol == nil || pol.IsFullAccess() {
+		return policy.Write
+	}
+	p := fs.pathOf(d)
+	if p == "" {
+		p = name
+	} else {
+		p += "/" + name
+	}
+	return pol.Decide(p, isDir)
+}
+
+// canChange reports whether the agent may change node n; EACCES if not.
+func canChange(n *inode) error {
+	if n.perm < policy.Write {
+		return errAccess
+	}
+	return nil
+}
+
+// checkNewName checks that name may be created or replaced in d: the
+// directory itself is writable and the new path is.
+func (fs *FS) checkNewName(d *inode, name string, isDir bool) error {
+	if err := canChange(d); err != nil {
+		return err
+	}
+	if fs.decide(d, name, isDir) < policy.Write {
+		return errAccess
+	}
+	return nil
+}
+
+// checkSubtree refuses moving or removing a directory that holds anything
+// below write (hidden, view-only or read-only content); ns must be held.
+func (fs *FS) checkSubtree(d *inode) error {
+	pol := fs.opts.Policy
+	if pol == nil || pol.IsFullAccess() || !pol.MayRestrictBelow(fs.pathOf(d)) {
+		return nil
+	}
+	ents, err := fs.readdirAll(d)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if fs.decide(d, e.Name, e.Type == objects.TypeDir) < policy.Write {
+			return errAccess
+		}
+		if e.Type == objects.TypeDir {
+			c, err := fs.child(d, e.Name)
+			if err != nil {
+				return err
+			}
+			if err := fs.checkSubtree(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
