@@ -2,6 +2,7 @@ package objects
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -12,19 +13,36 @@ const (
 	EncZstd = 1
 )
 
-// Both are safe for concurrent EncodeAll/DecodeAll calls.
+// The coders are built on first use (not at program start, which every
+// art command pays for) and are safe for concurrent EncodeAll/DecodeAll.
 var (
-	zenc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
-	zdec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(64<<20))
+	fastEnc = sync.OnceValue(func() *zstd.Encoder {
+		e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+		return e
+	})
+	goodEnc = sync.OnceValue(func() *zstd.Encoder {
+		e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+		return e
+	})
+	zdec = sync.OnceValue(func() *zstd.Decoder {
+		d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(64<<20))
+		return d
+	})
 )
 
 // Compress returns data zstd-compressed when that makes it smaller, with
-// the encoding used.
-func Compress(data []byte) ([]byte, int) {
+// the encoding used. It favours speed: the FUSE write path uses it.
+func Compress(data []byte) ([]byte, int) { return compress(fastEnc(), data) }
+
+// CompressSmall is Compress at a stronger level, for data stored once and
+// kept long (push and commit, which hash with all cores anyway).
+func CompressSmall(data []byte) ([]byte, int) { return compress(goodEnc(), data) }
+
+func compress(e *zstd.Encoder, data []byte) ([]byte, int) {
 	if len(data) < 64 {
 		return data, EncRaw
 	}
-	c := zenc.EncodeAll(data, make([]byte, 0, len(data)/2))
+	c := e.EncodeAll(data, make([]byte, 0, len(data)/2))
 	if len(c) >= len(data)-len(data)/32 {
 		return data, EncRaw
 	}
@@ -37,7 +55,7 @@ func Decompress(data []byte, enc int, rawSize int) ([]byte, error) {
 	case EncRaw:
 		return data, nil
 	case EncZstd:
-		out, err := zdec.DecodeAll(data, make([]byte, 0, rawSize))
+		out, err := zdec().DecodeAll(data, make([]byte, 0, rawSize))
 		if err != nil {
 			return nil, fmt.Errorf("decompress: %w: %v", ErrCorrupt, err)
 		}

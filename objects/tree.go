@@ -191,99 +191,55 @@ func EncodeTree(t *Tree) ([]byte, ID, error) {
 	return b, Hash(b), nil
 }
 
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) uvarint(max uint64) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 || v > max {
-		d.err = ErrCorrupt
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) varint() int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = ErrCorrupt
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) bytes(n uint64) []byte {
-	if d.err != nil {
-		return nil
-	}
-	if uint64(len(d.b)) < n {
-		d.err = ErrCorrupt
-		return nil
-	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v
-}
-
 // DecodeTree parses a canonical tree encoding. Any deviation from the
 // canonical form is an error wrapping ErrCorrupt or ErrNotCanonical.
 func DecodeTree(data []byte) (*Tree, error) {
 	if !bytes.HasPrefix(data, []byte(treeMagic)) {
 		return nil, fmt.Errorf("decode tree: %w: bad magic", ErrCorrupt)
 	}
-	d := &decoder{b: data[len(treeMagic):]}
-	n := d.uvarint(uint64(len(data))) // each entry takes > 1 byte
-	if d.err != nil {
-		return nil, fmt.Errorf("decode tree: %w", d.err)
+	d := &Decoder{B: data[len(treeMagic):]}
+	n := d.Uvarint(uint64(len(data))) // each entry takes > 1 byte
+	if d.Err != nil {
+		return nil, fmt.Errorf("decode tree: %w", d.Err)
 	}
 	t := &Tree{Entries: make([]Entry, 0, n)}
 	for i := uint64(0); i < n; i++ {
 		var e Entry
-		e.Name = string(d.bytes(d.uvarint(MaxNameLen)))
-		typ := d.bytes(1)
-		if d.err != nil {
+		e.Name = string(d.Bytes(d.Uvarint(MaxNameLen)))
+		typ := d.Bytes(1)
+		if d.Err != nil {
 			break
 		}
 		e.Type = Type(typ[0])
-		e.Mode = uint32(d.uvarint(PermMask))
+		e.Mode = uint32(d.Uvarint(PermMask))
 		if e.Type == TypeFile || e.Type == TypeDir {
-			copy(e.ID[:], d.bytes(IDSize))
+			copy(e.ID[:], d.Bytes(IDSize))
 		}
-		e.Size = d.uvarint(1<<63 - 1)
-		e.MTime = d.varint()
+		e.Size = d.Uvarint(1<<63 - 1)
+		e.MTime = d.Varint()
 		if e.Type == TypeSymlink {
 			if e.Size > MaxTargetLen {
-				d.err = ErrCorrupt
+				d.Err = ErrCorrupt
 				break
 			}
-			e.Target = string(d.bytes(e.Size))
+			e.Target = string(d.Bytes(e.Size))
 		}
-		nx := d.uvarint(MaxXattrs)
-		for j := uint64(0); j < nx && d.err == nil; j++ {
-			name := string(d.bytes(d.uvarint(MaxXattrName)))
-			val := d.bytes(d.uvarint(MaxXattrSize))
+		nx := d.Uvarint(MaxXattrs)
+		for j := uint64(0); j < nx && d.Err == nil; j++ {
+			name := string(d.Bytes(d.Uvarint(MaxXattrName)))
+			val := d.Bytes(d.Uvarint(MaxXattrSize))
 			e.Xattrs = append(e.Xattrs, Xattr{Name: name, Value: append([]byte(nil), val...)})
 		}
-		if d.err != nil {
+		if d.Err != nil {
 			break
 		}
 		t.Entries = append(t.Entries, e)
 	}
-	if d.err != nil {
-		return nil, fmt.Errorf("decode tree: %w", d.err)
+	if d.Err != nil {
+		return nil, fmt.Errorf("decode tree: %w", d.Err)
 	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("decode tree: %w: %d trailing bytes", ErrCorrupt, len(d.b))
+	if len(d.B) != 0 {
+		return nil, fmt.Errorf("decode tree: %w: %d trailing bytes", ErrCorrupt, len(d.B))
 	}
 	// Re-encoding must give the same bytes: this rejects unsorted or
 	// duplicate names, invalid entries and non-minimal varints at once.

@@ -228,68 +228,16 @@ func encodeRecord(r *record) []byte {
 	return b
 }
 
-type rdec struct {
-	b   []byte
-	err error
-}
-
-func (d *rdec) uv() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = objects.ErrCorrupt
-		d.b = nil
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *rdec) v() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.err = objects.ErrCorrupt
-		d.b = nil
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *rdec) bytes(n uint64) []byte {
-	if uint64(len(d.b)) < n {
-		d.err = objects.ErrCorrupt
-		d.b = nil
-		return nil
-	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *rdec) byte1() byte {
-	v := d.bytes(1)
-	if v == nil {
-		return 0
-	}
-	return v[0]
-}
-
-func (d *rdec) id() objects.ID {
-	var id objects.ID
-	copy(id[:], d.bytes(objects.IDSize))
-	return id
-}
-
 func decodeRecord(b []byte) (*record, error) {
-	d := &rdec{b: b}
+	d := &objects.Decoder{B: b}
 	r := &record{chunks: map[objects.ID]*pendingChunk{}}
-	for i, n := uint64(0), d.uv(); i < n && d.err == nil; i++ {
-		id := d.id()
-		raw := d.uv()
-		enc := d.uv()
-		data := d.bytes(d.uv())
+	for i, n := uint64(0), d.Uvarint(1<<64-1); i < n && d.Err == nil; i++ {
+		id := d.ID()
+		raw := d.Uvarint(1<<64 - 1)
+		enc := d.Uvarint(1<<64 - 1)
+		data := d.Bytes(d.Uvarint(1<<64 - 1))
 		if raw > objects.MaxChunk {
-			d.err = objects.ErrCorrupt
+			d.Err = objects.ErrCorrupt
 			break
 		}
 		plain, err := objects.Decompress(data, int(enc), int(raw))
@@ -298,42 +246,42 @@ func decodeRecord(b []byte) (*record, error) {
 		}
 		r.chunks[id] = &pendingChunk{raw: plain, enc: int(enc), data: data}
 	}
-	for i, n := uint64(0), d.uv(); i < n && d.err == nil; i++ {
-		x := inodeRow{ino: d.uv()}
-		if d.byte1() == 1 {
+	for i, n := uint64(0), d.Uvarint(1<<64-1); i < n && d.Err == nil; i++ {
+		x := inodeRow{ino: d.Uvarint(1<<64 - 1)}
+		if d.Byte() == 1 {
 			x.deleted = true
 			r.inodes = append(r.inodes, x)
 			continue
 		}
-		x.typ = objects.Type(d.byte1())
-		x.mode = uint32(d.uv())
-		x.nlink = uint32(d.uv())
-		x.size, x.mtime, x.ctime, x.atime = d.v(), d.v(), d.v(), d.v()
-		if base := d.bytes(d.uv()); len(base) > 0 {
+		x.typ = objects.Type(d.Byte())
+		x.mode = uint32(d.Uvarint(1<<64 - 1))
+		x.nlink = uint32(d.Uvarint(1<<64 - 1))
+		x.size, x.mtime, x.ctime, x.atime = d.Varint(), d.Varint(), d.Varint(), d.Varint()
+		if base := d.Bytes(d.Uvarint(1<<64 - 1)); len(base) > 0 {
 			x.base = base
 		}
-		x.baseSize = d.v()
-		x.target = string(d.bytes(d.uv()))
-		if xa := d.bytes(d.uv()); len(xa) > 0 {
+		x.baseSize = d.Varint()
+		x.target = string(d.Bytes(d.Uvarint(1<<64 - 1)))
+		if xa := d.Bytes(d.Uvarint(1<<64 - 1)); len(xa) > 0 {
 			x.xattrs = xa
 		}
 		r.inodes = append(r.inodes, x)
 	}
-	for i, n := uint64(0), d.uv(); i < n && d.err == nil; i++ {
-		e := direntRow{key: direntKey{dir: d.uv(), name: string(d.bytes(d.uv()))}}
-		if d.byte1() == 1 {
-			e.present, e.ino = true, d.uv()
+	for i, n := uint64(0), d.Uvarint(1<<64-1); i < n && d.Err == nil; i++ {
+		e := direntRow{key: direntKey{dir: d.Uvarint(1<<64 - 1), name: string(d.Bytes(d.Uvarint(1<<64 - 1)))}}
+		if d.Byte() == 1 {
+			e.present, e.ino = true, d.Uvarint(1<<64-1)
 		}
 		r.dirents = append(r.dirents, e)
 	}
-	for i, n := uint64(0), d.uv(); i < n && d.err == nil; i++ {
-		k := blockRow{key: blockKey{ino: d.uv(), idx: d.v()}}
-		if d.byte1() == 1 {
-			k.present, k.id = true, d.id()
+	for i, n := uint64(0), d.Uvarint(1<<64-1); i < n && d.Err == nil; i++ {
+		k := blockRow{key: blockKey{ino: d.Uvarint(1<<64 - 1), idx: d.Varint()}}
+		if d.Byte() == 1 {
+			k.present, k.id = true, d.ID()
 		}
 		r.blocks = append(r.blocks, k)
 	}
-	if d.err != nil || len(d.b) != 0 {
+	if d.Err != nil || len(d.B) != 0 {
 		return nil, fmt.Errorf("journal record: %w", objects.ErrCorrupt)
 	}
 	return r, nil

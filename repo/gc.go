@@ -165,6 +165,13 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 		}
 		rows.Close()
 		for _, b := range dead {
+			// A workspace may last have synced with a commit gc frees;
+			// its reference must go first (foreign keys are enforced).
+			if table == "commits" {
+				if _, err := tx.Exec(`UPDATE workspaces SET commit_id=NULL WHERE commit_id=?`, b); err != nil {
+					return fmt.Errorf("gc workspaces: %w", err)
+				}
+			}
 			if _, err := tx.Exec(`DELETE FROM `+table+` WHERE id=?`, b); err != nil {
 				return fmt.Errorf("gc %s: %w", table, err)
 			}
@@ -186,7 +193,7 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 		return nil, err
 	}
 	// The stat cache must not name content that is gone.
-	if _, err := tx.Exec(`DELETE FROM synced WHERE id IS NOT NULL AND id NOT IN (SELECT id FROM chunks) AND id NOT IN (SELECT id FROM files)`); err != nil {
+	if err := tx.pruneSynced(func(id objects.ID) bool { return rc.files[id] }); err != nil {
 		return nil, err
 	}
 	if _, err := tx.Exec(`UPDATE workspaces SET commit_id=NULL WHERE commit_id NOT IN (SELECT id FROM commits)`); err != nil {

@@ -3,6 +3,7 @@ package repo
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net/url"
@@ -12,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite"
 )
 
 // SchemaVersion is the newest schema this build knows. Open migrates older
@@ -51,12 +52,9 @@ CREATE TABLE files(id BLOB PRIMARY KEY, size INTEGER NOT NULL, chunks BLOB NOT N
 CREATE TABLE trees(id BLOB PRIMARY KEY, size INTEGER NOT NULL, enc INTEGER NOT NULL, data BLOB NOT NULL);
 CREATE TABLE commits(id BLOB PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE refs(name TEXT PRIMARY KEY, commit_id BLOB NOT NULL REFERENCES commits(id));
--- What the last push or pull saw of each host path, per host workspace.
-CREATE TABLE synced(
-	workspace TEXT NOT NULL, path TEXT NOT NULL,
-	type INTEGER NOT NULL, mode INTEGER NOT NULL, id BLOB, size INTEGER NOT NULL,
-	mtime INTEGER NOT NULL, ctime INTEGER NOT NULL, ino INTEGER NOT NULL, target TEXT NOT NULL DEFAULT '',
-	PRIMARY KEY(workspace, path)) WITHOUT ROWID;
+-- What the last push or pull saw of each host path, per host workspace:
+-- one zstd-compressed blob (see syncstate.go), read and written whole.
+CREATE TABLE synced(workspace TEXT PRIMARY KEY, enc INTEGER NOT NULL, data BLOB NOT NULL);
 CREATE TABLE workspaces(path TEXT PRIMARY KEY, name TEXT NOT NULL, commit_id BLOB REFERENCES commits(id), branch TEXT NOT NULL DEFAULT '', synced_at INTEGER NOT NULL);
 -- Live and interrupted sessions (art run / art mount), each with its own upper layer.
 CREATE TABLE worktrees(
@@ -161,10 +159,7 @@ func open(abs string, create bool) (*Repo, error) {
 			return nil, fmt.Errorf("open repository %s: %w: the file is not an SQLite database (create one with 'art init')", abs, ErrNotRepo)
 		}
 	}
-	db, err := sql.Open("sqlite", dsn(abs, false))
-	if err != nil {
-		return nil, fmt.Errorf("open repository %s: %w", abs, err)
-	}
+	db := sql.OpenDB(connector{dsn: dsn(abs, false), drv: newDriver()})
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
 	r := &Repo{DB: db, Path: abs}
@@ -258,3 +253,28 @@ func (r *Repo) Close() error {
 	r.stmtMu.Unlock()
 	return r.DB.Close()
 }
+
+// newDriver returns an SQLite driver whose connections keep the -wal file
+// when they close (SQLITE_FCNTL_PERSIST_WAL): every art command would
+// otherwise create and delete it again, which costs more than a short
+// command's own work.
+func newDriver() *sqlite.Driver {
+	d := &sqlite.Driver{}
+	d.RegisterConnectionHook(func(c sqlite.ExecQuerierContext, _ string) error {
+		if fc, ok := c.(sqlite.FileControl); ok {
+			fc.FileControlPersistWAL("main", 1)
+		}
+		return nil
+	})
+	return d
+}
+
+// connector opens connections of one DSN with one driver instance (no
+// process-wide driver registration).
+type connector struct {
+	dsn string
+	drv *sqlite.Driver
+}
+
+func (c connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
+func (c connector) Driver() driver.Driver                        { return c.drv }

@@ -106,7 +106,7 @@ func hashFile(abs string, buf []byte, put func(chunkJob) error) (objects.ID, int
 		}
 		id := objects.Hash(c)
 		h.Write(c)
-		enc, how := objects.Compress(c)
+		enc, how := objects.CompressSmall(c)
 		if how == objects.EncRaw {
 			enc = append([]byte(nil), c...)
 		}

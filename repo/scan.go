@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	ignore "github.com/sabhiram/go-gitignore"
+	"golang.org/x/sys/unix"
 
 	"github.com/artproject/art/objects"
 )
@@ -57,6 +58,7 @@ type scanner struct {
 	ignore   *ignore.GitIgnore
 	skipIno  map[[2]uint64]bool // (dev, ino) of repository files
 	skipPath map[string]bool    // absolute paths of repository files
+	repoPath string             // the repository file, "" when none
 	warn     func(string)
 	cache    map[string]*syncedEntry
 	all      []*hostEntry // every entry in walk order (parents first)
@@ -65,6 +67,7 @@ type scanner struct {
 func newScanner(r *Repo, root string, warn func(string)) (*scanner, error) {
 	s := &scanner{root: root, warn: warn, skipIno: map[[2]uint64]bool{}, skipPath: map[string]bool{}}
 	if r != nil {
+		s.repoPath = r.Path
 		for _, suf := range []string{"", "-wal", "-shm", "-journal"} {
 			p := r.Path + suf
 			s.skipPath[p] = true
@@ -102,7 +105,11 @@ func (s *scanner) excluded(rel string, isDir bool) bool {
 }
 
 func (s *scanner) isRepoFile(abs string, st *syscall.Stat_t) bool {
-	return s.skipPath[abs] || s.skipIno[[2]uint64{uint64(st.Dev), st.Ino}]
+	if s.skipPath[abs] || s.skipIno[[2]uint64{uint64(st.Dev), st.Ino}] {
+		return true
+	}
+	// The overlay's journals are "<db>-wt<N>.journal".
+	return s.repoPath != "" && strings.HasPrefix(abs, s.repoPath+"-wt") && strings.HasSuffix(abs, ".journal")
 }
 
 func entryFromStat(rel string, st *syscall.Stat_t) (*hostEntry, bool) {
@@ -150,20 +157,22 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 	if err != nil {
 		return fmt.Errorf("read directory %s: %w", abs, err)
 	}
+	defer f.Close()
 	names, err := f.Readdirnames(-1)
-	f.Close()
 	if err != nil {
 		return fmt.Errorf("read directory %s: %w", abs, err)
 	}
 	sort.Strings(names)
+	dfd := int(f.Fd())
 	for _, name := range names {
 		rel := name
 		if dir.rel != "" {
 			rel = dir.rel + "/" + name
 		}
 		p := filepath.Join(abs, name)
+		// fstatat on the directory: no path walk per entry.
 		var st syscall.Stat_t
-		if err := syscall.Lstat(p, &st); err != nil {
+		if err := fstatat(dfd, name, &st); err != nil {
 			if errors.Is(err, syscall.ENOENT) {
 				continue // deleted while we looked
 			}
@@ -207,65 +216,13 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 	return nil
 }
 
-func (r *Repo) loadSynced(workspace string) (map[string]*syncedEntry, error) {
-	rows, err := r.DB.Query(`SELECT path, type, mode, id, size, mtime, ctime, ino, target FROM synced WHERE workspace=?`, workspace)
-	if err != nil {
-		return nil, fmt.Errorf("load sync state: %w", err)
-	}
-	defer rows.Close()
-	m := make(map[string]*syncedEntry)
-	for rows.Next() {
-		var p string
-		var id []byte
-		e := &syncedEntry{}
-		if err := rows.Scan(&p, &e.typ, &e.mode, &id, &e.size, &e.mtime, &e.ctime, &e.ino, &e.target); err != nil {
-			return nil, err
-		}
-		if len(id) == objects.IDSize {
-			copy(e.id[:], id)
-		}
-		m[p] = e
-	}
-	return m, rows.Err()
-}
-
-// saveSynced replaces the sync state of a workspace, writing only what changed.
-func (tx *Tx) saveSynced(workspace string, old map[string]*syncedEntry, now []*hostEntry) error {
-	del, err := tx.Prepare(`DELETE FROM synced WHERE workspace=? AND path=?`)
-	if err != nil {
+func fstatat(dfd int, name string, st *syscall.Stat_t) error {
+	var ust unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &ust, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err
 	}
-	defer del.Close()
-	put, err := tx.Prepare(`INSERT INTO synced(workspace, path, type, mode, id, size, mtime, ctime, ino, target) VALUES(?,?,?,?,?,?,?,?,?,?)
-		ON CONFLICT(workspace, path) DO UPDATE SET type=excluded.type, mode=excluded.mode, id=excluded.id, size=excluded.size,
-		mtime=excluded.mtime, ctime=excluded.ctime, ino=excluded.ino, target=excluded.target`)
-	if err != nil {
-		return err
-	}
-	defer put.Close()
-	seen := make(map[string]bool, len(now))
-	for _, e := range now {
-		if e.rel == "" {
-			continue
-		}
-		seen[e.rel] = true
-		if o := old[e.rel]; o != nil && o.sameStat(e) && o.id == e.id {
-			continue
-		}
-		var id any
-		if e.typ == objects.TypeFile {
-			id = e.id[:]
-		}
-		if _, err := put.Exec(workspace, e.rel, e.typ, e.mode, id, e.size, e.mtime, e.ctime, e.ino, e.target); err != nil {
-			return fmt.Errorf("save sync state: %w", err)
-		}
-	}
-	for p := range old {
-		if !seen[p] {
-			if _, err := del.Exec(workspace, p); err != nil {
-				return fmt.Errorf("save sync state: %w", err)
-			}
-		}
-	}
+	*st = syscall.Stat_t{Dev: ust.Dev, Ino: ust.Ino, Nlink: ust.Nlink, Mode: ust.Mode, Uid: ust.Uid, Gid: ust.Gid,
+		Rdev: ust.Rdev, Size: ust.Size, Blksize: ust.Blksize, Blocks: ust.Blocks,
+		Atim: syscall.Timespec(ust.Atim), Mtim: syscall.Timespec(ust.Mtim), Ctim: syscall.Timespec(ust.Ctim)}
 	return nil
 }

@@ -259,7 +259,7 @@ func (tx *Tx) PutChunk(data []byte) (objects.ID, error) {
 	if ok, err := tx.HasChunk(id); err != nil || ok {
 		return id, err
 	}
-	enc, how := objects.Compress(data)
+	enc, how := objects.CompressSmall(data)
 	return id, tx.PutChunkEncoded(id, len(data), how, enc)
 }
 
@@ -316,7 +316,13 @@ func (tx *Tx) PutTree(t *objects.Tree) (objects.ID, error) {
 	if err != nil {
 		return objects.Zero, err
 	}
-	enc, how := objects.Compress(raw)
+	// Most trees of a push or commit are unchanged: look before
+	// compressing and inserting.
+	var one int
+	if err := tx.QueryRow(`SELECT 1 FROM trees WHERE id=?`, id[:]).Scan(&one); err == nil {
+		return id, nil
+	}
+	enc, how := objects.CompressSmall(raw)
 	res, err := tx.Exec(`INSERT INTO trees(id, size, enc, data) VALUES(?, ?, ?, ?) ON CONFLICT DO NOTHING`, id[:], len(raw), how, enc)
 	if err != nil {
 		return objects.Zero, fmt.Errorf("store tree %s: %w", id.Short(), err)
