@@ -98,7 +98,7 @@ func dsn(path string, readOnly bool) string {
 	// journal_mode is not set here: WAL is persistent, so setting it on
 	// every connection would rewrite a foreign SQLite file before open
 	// finds out it is not a repository. open sets it once, after that.
-	for _, p := range []string{"busy_timeout(30000)", "foreign_keys(1)", "synchronous(NORMAL)", "cache_size(-65536)", "temp_store(MEMORY)"} {
+	for _, p := range []string{"busy_timeout(30000)", "foreign_keys(1)", "synchronous(NORMAL)", "cache_size(-65536)", "temp_store(MEMORY)", "journal_size_limit(67108864)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
