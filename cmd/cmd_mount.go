@@ -190,6 +190,6 @@ func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg string) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(g.stdout, "[%s %s] %s\n", wt.Branch, id.Short(), firstLine(msg))
+	fmt.Fprintf(g.stderr, "[%s %s] %s\n", wt.Branch, id.Short(), firstLine(msg))
 	return nil
 }

@@ -212,5 +212,13 @@ func ProcessAlive(pid int, start int64) bool {
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
 		return false
 	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// A zombie (killed, not yet reaped) serves nothing any more.
+	if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X') {
+		return false
+	}
 	return start == 0 || ProcessStart(pid) == start
 }
