@@ -53,8 +53,12 @@ FILE /ws/path (SIZE bytes, ID), DIR /ws/path or LINK /ws/path -> TARGET.`,
 			if err != nil {
 				return err
 			}
+			where := res.Branch
+			if where == "" {
+				where = "detached HEAD"
+			}
 			fmt.Fprintf(g.stdout, "[%s %s] %d files, %d dirs, %d links; %d read, %d new objects, %s stored in %s\n",
-				res.Branch, res.Commit.Short(), res.Files, res.Dirs, res.Links, res.Hashed, res.NewObjects,
+				where, res.Commit.Short(), res.Files, res.Dirs, res.Links, res.Hashed, res.NewObjects,
 				humanBytes(res.NewBytes), res.Duration.Round(1e6))
 			return nil
 		},

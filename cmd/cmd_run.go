@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/artproject/art/fuse"
@@ -177,7 +178,9 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 
 	dbPath, derr := repo.Discover(g.db, dir)
 	if o.direct || errors.Is(derr, repo.ErrNoRepo) {
-		if !o.direct {
+		if o.direct {
+			fmt.Fprintf(g.stderr, "art: direct mode: %s is bound read-write and nothing is recorded\n", dir)
+		} else {
 			fmt.Fprintf(g.stderr, "art: no repository found for %s; running in direct mode: the workspace is bound read-write and nothing is recorded (create one with 'art init -m %s')\n", dir, dir)
 		}
 		if !pol.IsFullAccess() {
@@ -375,10 +378,10 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		sess.Status = "timed out"
 	case res.Interrupted != 0:
 		sess.Status = "interrupted"
-		sess.Signal = res.Interrupted.String()
+		sess.Signal = signalName(res.Interrupted)
 	case res.Signal != 0:
 		sess.Status = "signaled"
-		sess.Signal = res.Signal.String()
+		sess.Signal = signalName(res.Signal)
 	default:
 		sess.Status = "exited"
 	}
@@ -389,4 +392,13 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	}
 	fmt.Fprintf(g.stderr, "art: session recorded as %s on %s (%s)\n", id.Short(), branch, sessionSummary(sess))
 	return exitWith(res.ExitCode)
+}
+
+// signalName is the conventional name of a signal, e.g. "SIGKILL" (not
+// Go's "killed", which reads badly in "killed by killed").
+func signalName(s syscall.Signal) string {
+	if n := unix.SignalName(s); n != "" {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
 }

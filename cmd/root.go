@@ -128,7 +128,15 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 		SilenceErrors: true,
 		Version:       repo.Version,
 	}
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &flagError{err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if c == root || c.Name() == "run" {
+			// A bad flag of art run (or bare art) is art failing before
+			// the command started: 125, so that it cannot be mistaken for
+			// the command's own status 2.
+			return withCode(exitArt, &flagError{err})
+		}
+		return &flagError{err}
+	})
 	// Bare 'art [flags] [command...]' is 'art run', as in ART.
 	ro := &runOptions{}
 	addRunFlags(root, ro)

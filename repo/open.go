@@ -159,12 +159,16 @@ func open(abs string, create bool) (*Repo, error) {
 			return nil, fmt.Errorf("open repository %s: %w: the file is not an SQLite database (create one with 'art init')", abs, ErrNotRepo)
 		}
 	}
+	_, walErr := os.Lstat(abs + "-wal")
 	db := sql.OpenDB(connector{dsn: dsn(abs, false), drv: newDriver()})
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
 	r := &Repo{DB: db, Path: abs}
 	r.objCache.init()
 	if err := r.migrate(create); err != nil {
+		if walErr != nil {
+			unpersistWAL(db) // a refused file keeps no -wal of ours
+		}
 		db.Close()
 		return nil, fmt.Errorf("open repository %s: %w", abs, err)
 	}
@@ -278,3 +282,20 @@ type connector struct {
 
 func (c connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
 func (c connector) Driver() driver.Driver                        { return c.drv }
+
+// unpersistWAL lets the connection that checked a refused file delete the
+// -wal file it created when it closes (a foreign WAL-mode database must be
+// left as it was). The check runs its queries on one connection.
+func unpersistWAL(db *sql.DB) {
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	conn.Raw(func(c any) error {
+		if fc, ok := c.(sqlite.FileControl); ok {
+			fc.FileControlPersistWAL("main", 0)
+		}
+		return nil
+	})
+}

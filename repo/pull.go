@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -455,6 +456,21 @@ func (p *puller) say(line string) {
 
 const pullTemp = ".art-pull-tmp"
 
+// createTemp creates a fresh temporary entry with create, which must fail
+// with EEXIST on an existing name (O_EXCL, symlinkat, mkfifoat). Names are
+// random and nothing is removed to make room, so whatever the directory
+// holds (a stored or host file called like a temporary, say) is never hit.
+func createTemp(create func(name string) error) (string, error) {
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("%s-%d-%x", pullTemp, os.Getpid(), rand.Uint64())
+		err := create(name)
+		if errors.Is(err, unix.EEXIST) && i < 100 {
+			continue
+		}
+		return name, err
+	}
+}
+
 // write creates the stored entry under its name, atomically for files,
 // links and fifos (temporary name, then rename).
 func (p *puller) write(dfd int, n *pullNode) error {
@@ -473,8 +489,11 @@ func (p *puller) write(dfd int, n *pullNode) error {
 		return p.refresh(dfd, n)
 	case objects.TypeFile:
 		p.say(fmt.Sprintf("FILE /%s (%d bytes, %s)", n.rel, e.Size, e.ID.Short()))
-		unix.Unlinkat(dfd, pullTemp, 0)
-		fd, err := unix.Openat(dfd, pullTemp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		var fd int
+		tmp, err := createTemp(func(name string) (err error) {
+			fd, err = unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("write %s: %w", n.rel, err)
 		}
@@ -485,43 +504,43 @@ func (p *puller) write(dfd int, n *pullNode) error {
 		}
 		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
-			err = unix.UtimesNanoAt(dfd, pullTemp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+			err = unix.UtimesNanoAt(dfd, tmp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		if err == nil {
-			err = unix.Renameat(dfd, pullTemp, dfd, n.name)
+			err = unix.Renameat(dfd, tmp, dfd, n.name)
 		}
 		if err != nil {
-			unix.Unlinkat(dfd, pullTemp, 0)
+			unix.Unlinkat(dfd, tmp, 0)
 			return fmt.Errorf("write %s: %w", n.rel, err)
 		}
 	case objects.TypeSymlink:
 		p.say("LINK /" + n.rel + " -> " + e.Target)
-		unix.Unlinkat(dfd, pullTemp, 0)
-		err := unix.Symlinkat(e.Target, dfd, pullTemp)
+		tmp, err := createTemp(func(name string) error { return unix.Symlinkat(e.Target, dfd, name) })
 		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
-			unix.UtimesNanoAt(dfd, pullTemp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
-			err = unix.Renameat(dfd, pullTemp, dfd, n.name)
+			unix.UtimesNanoAt(dfd, tmp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+			if err = unix.Renameat(dfd, tmp, dfd, n.name); err != nil {
+				unix.Unlinkat(dfd, tmp, 0)
+			}
 		}
 		if err != nil {
-			unix.Unlinkat(dfd, pullTemp, 0)
 			return fmt.Errorf("write link %s: %w", n.rel, err)
 		}
 	case objects.TypeFifo:
 		p.say("FIFO /" + n.rel)
-		unix.Unlinkat(dfd, pullTemp, 0)
-		err := unix.Mkfifoat(dfd, pullTemp, e.Mode)
+		tmp, err := createTemp(func(name string) error { return unix.Mkfifoat(dfd, name, e.Mode) })
 		if err == nil {
-			unix.Fchmodat(dfd, pullTemp, e.Mode, 0)
+			unix.Fchmodat(dfd, tmp, e.Mode, 0)
 			ts := unix.NsecToTimespec(e.MTime)
-			unix.UtimesNanoAt(dfd, pullTemp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
-			err = unix.Renameat(dfd, pullTemp, dfd, n.name)
+			unix.UtimesNanoAt(dfd, tmp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+			if err = unix.Renameat(dfd, tmp, dfd, n.name); err != nil {
+				unix.Unlinkat(dfd, tmp, 0)
+			}
 		}
 		if err != nil {
-			unix.Unlinkat(dfd, pullTemp, 0)
 			return fmt.Errorf("write fifo %s: %w", n.rel, err)
 		}
 	}

@@ -1,0 +1,296 @@
+package repo
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/artproject/art/objects"
+)
+
+func rootOf(t *testing.T, r *Repo, commit objects.ID) objects.ID {
+	t.Helper()
+	c, err := r.LoadCommit(commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Tree
+}
+
+func changeList(cs []Change) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Status()+" "+c.Path)
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestDiffTrees(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{
+		"a/b/c/deep.txt":   "deep\n",
+		"a/b/c/same.txt":   "same\n",
+		"untouched/x/y/z":  "z\n",
+		"file-becomes-dir": "f\n",
+		"mode.sh":          "#!/bin/sh\n",
+		"removed":          "r\n",
+		"removed-dir/f":    "f\n",
+	})
+	writeFiles(t, ws, map[string]string{"dir-becomes-file/inner": "i\n"})
+	os.Symlink("target-1", filepath.Join(ws, "link"))
+	os.Symlink("x", filepath.Join(ws, "link-becomes-file"))
+	v1 := push(t, r, ws, "v1").Commit
+
+	writeFiles(t, ws, map[string]string{"a/b/c/deep.txt": "deeper\n", "added/new": "n\n"})
+	os.Remove(filepath.Join(ws, "file-becomes-dir"))
+	writeFiles(t, ws, map[string]string{"file-becomes-dir/kid": "k\n"})
+	os.RemoveAll(filepath.Join(ws, "dir-becomes-file"))
+	writeFiles(t, ws, map[string]string{"dir-becomes-file": "now a file\n"})
+	os.Chmod(filepath.Join(ws, "mode.sh"), 0o755)
+	os.Remove(filepath.Join(ws, "removed"))
+	os.RemoveAll(filepath.Join(ws, "removed-dir"))
+	os.Remove(filepath.Join(ws, "link"))
+	os.Symlink("target-2", filepath.Join(ws, "link"))
+	os.Remove(filepath.Join(ws, "link-becomes-file"))
+	writeFiles(t, ws, map[string]string{"link-becomes-file": "x"})
+	v2 := push(t, r, ws, "v2").Commit
+
+	// Remove the unchanged subtrees from the database: a diff that tried
+	// to read them would fail, so success shows they were skipped by id.
+	ra, rb := rootOf(t, r, v1), rootOf(t, r, v2)
+	wsA := wsTreeID(t, r, v1, "ws")
+	for _, name := range []string{"untouched"} {
+		e, _ := mustTree(t, r, wsA).Find(name)
+		deleteSubtrees(t, r, e.ID)
+	}
+	r = reopen(t, r)
+
+	got, err := r.DiffTrees(ra, rb, nil)
+	if err != nil {
+		t.Fatalf("DiffTrees read an unchanged subtree: %v", err)
+	}
+	want := strings.Join([]string{
+		"M ws/a/b/c/deep.txt",
+		"A ws/added/new",
+		"D ws/dir-becomes-file/inner",
+		"A ws/dir-becomes-file",
+		"D ws/file-becomes-dir",
+		"A ws/file-becomes-dir/kid",
+		"M ws/link",
+		"T ws/link-becomes-file",
+		"M ws/mode.sh",
+		"D ws/removed",
+		"D ws/removed-dir/f",
+	}, "\n")
+	if changeList(got) != want {
+		t.Fatalf("changes:\n%s\nwant:\n%s", changeList(got), want)
+	}
+	// The reverse diff mirrors it.
+	back, err := r.DiffTrees(rb, ra, nil)
+	if err != nil || len(back) != len(got) {
+		t.Fatalf("reverse diff: %d changes, %v", len(back), err)
+	}
+	// Equal trees: nothing, without reading anything.
+	if cs, err := r.DiffTrees(ra, ra, nil); err != nil || len(cs) != 0 {
+		t.Fatalf("self diff %v %v", cs, err)
+	}
+	// Path filters.
+	for _, tc := range []struct {
+		paths []string
+		want  string
+	}{
+		{[]string{"ws/a"}, "M ws/a/b/c/deep.txt"},
+		{[]string{"/ws/a/b/c/deep.txt/"}, "M ws/a/b/c/deep.txt"},
+		{[]string{"ws/removed"}, "D ws/removed"},
+		{[]string{"ws/removed-dir", "ws/added"}, "A ws/added/new\nD ws/removed-dir/f"},
+		{[]string{"ws/untouched"}, ""},
+		{[]string{"nothing/here"}, ""},
+		{[]string{"ws/a/b/c/deep"}, ""}, // a prefix of a name is not a path
+	} {
+		cs, err := r.DiffTrees(ra, rb, tc.paths)
+		if err != nil || changeList(cs) != tc.want {
+			t.Errorf("paths %q: %q, %v; want %q", tc.paths, changeList(cs), err, tc.want)
+		}
+	}
+	// From nothing: everything is added.
+	all, err := r.DiffTrees(objects.Zero, rb, []string{"ws/a"})
+	if err != nil || changeList(all) != "A ws/a/b/c/deep.txt\nA ws/a/b/c/same.txt" {
+		t.Fatalf("from empty: %q %v", changeList(all), err)
+	}
+	a, m, d, err := r.ChangeCounts(mustCommit(t, r, v2))
+	if err != nil || a != 3 || m != 4 || d != 4 {
+		t.Fatalf("ChangeCounts = %d %d %d %v", a, m, d, err)
+	}
+}
+
+func mustCommit(t *testing.T, r *Repo, id objects.ID) *objects.Commit {
+	t.Helper()
+	c, err := r.LoadCommit(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func deleteSubtrees(t *testing.T, r *Repo, id objects.ID) {
+	t.Helper()
+	tr := mustTree(t, r, id)
+	for _, e := range tr.Entries {
+		if e.Type == objects.TypeDir {
+			deleteSubtrees(t, r, e.ID)
+		}
+	}
+	if _, err := r.DB.Exec(`DELETE FROM trees WHERE id=?`, id[:]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnifiedDiffGolden(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	lines := func(from, to int) string {
+		var b strings.Builder
+		for i := from; i <= to; i++ {
+			b.WriteString("line " + string(rune('a'+i-1)) + "\n")
+		}
+		return b.String()
+	}
+	writeFiles(t, ws, map[string]string{
+		"edit.txt":    "one\ntwo\nthree\n",
+		"eof.txt":     "no newline",
+		"far.txt":     lines(1, 20),
+		"gone.txt":    "bye\n",
+		"bin":         "\x00\x01binary",
+		"mode.sh":     "echo\n",
+		"empty-later": "x\n",
+	})
+	os.Symlink("old-target", filepath.Join(ws, "link"))
+	v1 := push(t, r, ws, "v1").Commit
+	far := strings.Replace(strings.Replace(lines(1, 20), "line b\n", "line B\n", 1), "line s\n", "line S\n", 1)
+	writeFiles(t, ws, map[string]string{
+		"edit.txt":    "one\n2\nthree\nfour",
+		"eof.txt":     "no newline\n",
+		"far.txt":     far,
+		"new.txt":     "hello\nworld\n",
+		"bin":         "\x00\x02binary",
+		"empty-later": "",
+	})
+	os.Remove(filepath.Join(ws, "gone.txt"))
+	os.Chmod(filepath.Join(ws, "mode.sh"), 0o755)
+	os.Remove(filepath.Join(ws, "link"))
+	os.Symlink("new-target", filepath.Join(ws, "link"))
+	v2 := push(t, r, ws, "v2").Commit
+
+	changes, err := r.DiffTrees(rootOf(t, r, v1), rootOf(t, r, v2), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	stats := map[string]DiffStat{}
+	for _, c := range changes {
+		p, err := r.MakePatch(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[strings.TrimPrefix(c.Path, "ws/")] = strings.Join(p.Header, "\n") + "\n" + strings.Join(p.Hunks, "")
+		stats[strings.TrimPrefix(c.Path, "ws/")] = p.Stat
+	}
+	want := map[string]string{
+		"edit.txt": `diff --art a/ws/edit.txt b/ws/edit.txt
+--- a/ws/edit.txt
++++ b/ws/edit.txt
+@@ -1,3 +1,4 @@
+ one
+-two
++2
+ three
++four
+\ No newline at end of file
+`,
+		"eof.txt": `diff --art a/ws/eof.txt b/ws/eof.txt
+--- a/ws/eof.txt
++++ b/ws/eof.txt
+@@ -1 +1 @@
+-no newline
+\ No newline at end of file
++no newline
+`,
+		"far.txt": `diff --art a/ws/far.txt b/ws/far.txt
+--- a/ws/far.txt
++++ b/ws/far.txt
+@@ -1,5 +1,5 @@
+ line a
+-line b
++line B
+ line c
+ line d
+ line e
+@@ -16,5 +16,5 @@
+ line p
+ line q
+ line r
+-line s
++line S
+ line t
+`,
+		"new.txt": `diff --art a/ws/new.txt b/ws/new.txt
+new file mode 100644
+--- /dev/null
++++ b/ws/new.txt
+@@ -0,0 +1,2 @@
++hello
++world
+`,
+		"gone.txt": `diff --art a/ws/gone.txt b/ws/gone.txt
+deleted file mode 100644
+--- a/ws/gone.txt
++++ /dev/null
+@@ -1 +0,0 @@
+-bye
+`,
+		"bin": `diff --art a/ws/bin b/ws/bin
+Binary files a/ws/bin and b/ws/bin differ
+`,
+		"mode.sh": `diff --art a/ws/mode.sh b/ws/mode.sh
+old mode 100644
+new mode 100755
+`,
+		"empty-later": `diff --art a/ws/empty-later b/ws/empty-later
+--- a/ws/empty-later
++++ b/ws/empty-later
+@@ -1 +0,0 @@
+-x
+`,
+		"link": `diff --art a/ws/link b/ws/link
+--- a/ws/link
++++ b/ws/link
+@@ -1 +1 @@
+-old-target
+\ No newline at end of file
++new-target
+\ No newline at end of file
+`,
+	}
+	var names []string
+	for k := range want {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if got[k] != want[k] {
+			t.Errorf("%s:\n--- got\n%s--- want\n%s", k, got[k], want[k])
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d patches, want %d", len(got), len(want))
+	}
+	if s := stats["edit.txt"]; s.Added != 2 || s.Deleted != 1 || s.Binary {
+		t.Errorf("edit.txt stat %+v", s)
+	}
+	if s := stats["bin"]; !s.Binary {
+		t.Errorf("bin stat %+v", s)
+	}
+}

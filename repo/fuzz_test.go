@@ -1,0 +1,130 @@
+package repo
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ignore "github.com/sabhiram/go-gitignore"
+
+	"github.com/artproject/art/objects"
+)
+
+// FuzzResolve feeds arbitrary revision strings to Resolve on a repository
+// with a small history: it must never panic, and whatever it resolves must
+// be a stored commit.
+func FuzzResolve(f *testing.F) {
+	for _, s := range []string{"HEAD", "main", "HEAD~1", "HEAD^", "HEAD^2", "main~0", "abcd", "0000", "HEAD~99999999999999999999",
+		"~", "^", "@", "@{1}", "a~1^1~", "HEAD~~~", "HEAD^0", "\x00", "refs/heads/main", "ＨＥＡＤ"} {
+		f.Add(s)
+	}
+	r := newTestRepo(f)
+	ws := filepath.Join(f.TempDir(), "ws")
+	os.Mkdir(ws, 0o755)
+	for i := 0; i < 3; i++ {
+		os.WriteFile(filepath.Join(ws, "f"), []byte(strings.Repeat("x", i)), 0o644)
+		if _, err := r.Push(context.Background(), PushOptions{Dir: ws}); err != nil {
+			f.Fatal(err)
+		}
+	}
+	if err := r.CreateBranch("side", mustResolve(f, r, "HEAD~1")); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, rev string) {
+		id, err := r.Resolve(rev)
+		if err != nil {
+			return
+		}
+		if _, err := r.LoadCommit(id); err != nil {
+			t.Fatalf("Resolve(%q) = %s, which is not a readable commit: %v", rev, id.Short(), err)
+		}
+	})
+}
+
+func mustResolve(t testing.TB, r *Repo, rev string) objects.ID {
+	t.Helper()
+	id, err := r.Resolve(rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// FuzzSyncState: the stat-cache decoder never panics and round-trips.
+func FuzzSyncState(f *testing.F) {
+	f.Add(encodeSynced(map[string]*syncedEntry{
+		"a":      {typ: objects.TypeFile, mode: 0o644, size: 3, mtime: 1, ctime: 2, ino: 3},
+		"d/l":    {typ: objects.TypeSymlink, mode: 0o777, size: 1, target: "a"},
+		"d":      {typ: objects.TypeDir, mode: 0o755},
+		"fifo\n": {typ: objects.TypeFifo, mode: 0o600},
+	}))
+	f.Add([]byte(syncMagic))
+	f.Add([]byte("garbage"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeSynced(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeSynced(encodeSynced(m))
+		if err != nil || len(again) != len(m) {
+			t.Fatalf("round trip: %v (%d vs %d entries)", err, len(again), len(m))
+		}
+	})
+}
+
+// FuzzArtignore: .artignore content comes from the workspace, which the
+// agent writes; compiling and matching it must never panic.
+func FuzzArtignore(f *testing.F) {
+	for _, s := range []string{"*.log\nbuild/\n!keep.log", "**/x/**", "[", "\\", "a/**/b", "#c\n\n  ", "[z-a]", "(", "+*?{", "\x00"} {
+		f.Add(s, "a/b.log")
+	}
+	f.Fuzz(func(t *testing.T, patterns, path string) {
+		sc := &scanner{ignore: ignore.CompileIgnoreLines(strings.Split(patterns, "\n")...)}
+		sc.excluded(path, false)
+		sc.excluded(path, true)
+	})
+}
+
+// FuzzNameRoundTrip pushes a file whose name the agent chose (newlines,
+// invalid UTF-8, long names, dots) and pulls it into an empty directory:
+// the name and content come back exactly, and nothing lands outside the
+// target.
+func FuzzNameRoundTrip(f *testing.F) {
+	for _, s := range []string{"a\nb", "\xff\xfe", strings.Repeat("n", 255), "..a", ".x", "-rf", " sp ace ", "tab\t", "a\\b", "€"} {
+		f.Add(s, []byte("content"))
+	}
+	f.Fuzz(func(t *testing.T, name string, content []byte) {
+		if !objects.ValidName(name) {
+			return // the OS or the tree format refuses it; nothing to round-trip
+		}
+		root := t.TempDir()
+		ws := filepath.Join(root, "ws")
+		os.Mkdir(ws, 0o755)
+		if err := os.WriteFile(filepath.Join(ws, name), content, 0o644); err != nil {
+			return
+		}
+		r, err := Init(filepath.Join(root, "repo.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		res, err := r.Push(context.Background(), PushOptions{Dir: ws})
+		if err != nil {
+			t.Fatalf("push %q: %v", name, err)
+		}
+		out := filepath.Join(root, "out", "ws")
+		if _, err := r.Pull(PullOptions{Dir: out, Commit: res.Commit}); err != nil {
+			t.Fatalf("pull %q: %v", name, err)
+		}
+		got, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil || string(got) != string(content) {
+			t.Fatalf("%q came back as %q (%v)", name, got, err)
+		}
+		ents, _ := os.ReadDir(filepath.Join(root, "out"))
+		if len(ents) != 1 {
+			t.Fatalf("pull wrote outside its target: %v", ents)
+		}
+	})
+}

@@ -1,0 +1,293 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/artproject/art/objects"
+)
+
+func TestGCKeepsReachableAndFreesUnreachable(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	big := make([]byte, 600<<10) // several chunks
+	rand.New(rand.NewSource(3)).Read(big)
+	writeFiles(t, ws, map[string]string{"shared": "in every commit\n", "big": string(big)})
+	c1 := push(t, r, ws, "c1").Commit
+	writeFiles(t, ws, map[string]string{"main-only": "m\n"})
+	c2 := push(t, r, ws, "c2").Commit
+
+	// Branch "doomed" gets its own content, including a multi-chunk file.
+	other := make([]byte, 700<<10)
+	rand.New(rand.NewSource(4)).Read(other)
+	writeFiles(t, ws, map[string]string{"doomed-only": "d\n", "doomed-big": string(other)})
+	d1, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "doomed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(ws, "doomed-big"))
+	writeFiles(t, ws, map[string]string{"kept-only": "k\n"})
+	k1, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "kept"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A detached HEAD on an otherwise unreferenced commit keeps it alive.
+	tx, _ := r.Begin()
+	detachedID := putCommitTx(t, tx, "detached", c1)
+	tx.SetHead(Head{Commit: detachedID})
+	tx.Commit()
+
+	if _, err := r.DeleteBranch("doomed"); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]int{}
+	for _, tb := range []string{"commits", "trees", "files", "chunks"} {
+		before[tb] = countRows(t, r, tb)
+	}
+	res, err := r.GC(r.WorktreeRoots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// d1 (the doomed commit), its trees, the 700 KiB file and its chunks go.
+	if res.Commits != 1 || res.Files != 1 || res.Chunks < 3 || res.Trees < 2 || res.BytesFreed < 600<<10 {
+		t.Errorf("gc result %+v", res)
+	}
+	for tb, n := range map[string]int{"commits": res.Commits, "trees": res.Trees, "files": res.Files, "chunks": res.Chunks} {
+		if got := countRows(t, r, tb); got != before[tb]-n {
+			t.Errorf("%s: %d rows, want %d - %d", tb, got, before[tb], n)
+		}
+	}
+	if _, err := r.LoadCommit(d1.Commit); !errors.Is(err, objects.ErrNotFound) {
+		t.Errorf("unreachable commit survived: %v", err)
+	}
+	r = reopen(t, r)
+	if p := fsckProblems(t, r); p != "" {
+		t.Fatalf("fsck after gc:\n%s", p)
+	}
+	// Everything still reachable can be pulled and matches its tree.
+	for _, id := range []objects.ID{c1, c2, k1.Commit, detachedID} {
+		dst := filepath.Join(t.TempDir(), "ws")
+		pull(t, r, dst, id)
+		got := snapshot(t, dst)
+		for p := range wsEntries(t, r, id, "ws") {
+			if _, ok := got[p]; !ok {
+				t.Errorf("commit %s: %s missing after pull", id.Short(), p)
+			}
+		}
+	}
+	// A second gc finds nothing.
+	res, err = r.GC(r.WorktreeRoots)
+	if err != nil || res.Commits+res.Trees+res.Files+res.Chunks != 0 {
+		t.Fatalf("second gc %+v %v", res, err)
+	}
+}
+
+func putCommitTx(t *testing.T, tx *Tx, msg string, parent objects.ID) objects.ID {
+	t.Helper()
+	c, err := tx.LoadCommit(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := tx.PutCommit(&objects.Commit{Tree: c.Tree, Parents: []objects.ID{parent}, Time: 99, Message: msg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestGCKeepsWorktreeContent(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n"})
+	push(t, r, ws, "")
+	w, _, err := r.CreateWorktree("main", "mount", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The upper layer references a chunk no commit holds.
+	tx, _ := r.Begin()
+	chunk, err := tx.PutChunk([]byte("upper data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`INSERT INTO upper_blocks(wt, ino, idx, chunk) VALUES(?, 5, 0, ?)`, w.ID, chunk[:]); err != nil {
+		t.Fatal(err)
+	}
+	tx.Commit()
+	if _, err := r.GC(r.WorktreeRoots); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.LoadChunk(chunk); err != nil {
+		t.Fatalf("gc deleted a chunk a worktree uses: %v", err)
+	}
+}
+
+func TestGCRefusesWhenReachableObjectIsDamaged(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n", "d/b": "b\n"})
+	res := push(t, r, ws, "")
+	sub := mustTree(t, r, wsTreeID(t, r, res.Commit, "ws")).Entries[1].ID
+	r.DB.Exec(`DELETE FROM trees WHERE id=?`, sub[:])
+	r = reopen(t, r)
+	n := countRows(t, r, "chunks")
+	_, err := r.GC(r.WorktreeRoots)
+	if err == nil || !strings.Contains(err.Error(), "nothing was deleted") {
+		t.Fatalf("gc with a missing tree: %v", err)
+	}
+	if countRows(t, r, "chunks") != n {
+		t.Fatal("gc deleted objects anyway")
+	}
+}
+
+func TestFsckDetectsDamage(t *testing.T) {
+	ws := newWorkspace(t, "ws")
+	text := strings.Repeat("compressible line of text\n", 2000)
+	big := make([]byte, 400<<10)
+	rand.New(rand.NewSource(5)).Read(big)
+	writeFiles(t, ws, map[string]string{"text": text, "raw": "short raw chunk\n", "big": string(big), "d/x": "x\n"})
+	type target struct {
+		kind, table, column string
+		id                  func(r *Repo, c objects.ID) objects.ID
+	}
+	chunkOf := func(content string) func(*Repo, objects.ID) objects.ID {
+		return func(*Repo, objects.ID) objects.ID { return objects.Hash([]byte(content)) }
+	}
+	tests := []struct {
+		name string
+		target
+		op string // "flip" or "delete"
+	}{
+		{"zstd chunk flipped", target{"chunk", "chunks", "data", chunkOf(text)}, "flip"},
+		{"raw chunk flipped", target{"chunk", "chunks", "data", chunkOf("short raw chunk\n")}, "flip"},
+		{"chunk list flipped", target{"file", "files", "chunks", func(*Repo, objects.ID) objects.ID { return objects.Hash(big) }}, "flip"},
+		{"tree flipped", target{"tree", "trees", "data", func(r *Repo, c objects.ID) objects.ID { return wsTreeIDr(r, c) }}, "flip"},
+		{"commit flipped", target{"commit", "commits", "data", func(r *Repo, c objects.ID) objects.ID { return c }}, "flip"},
+		{"chunk missing", target{"tree", "chunks", "", chunkOf("x\n")}, "delete"},
+		{"tree missing", target{"commit", "trees", "", func(r *Repo, c objects.ID) objects.ID { cm, _ := r.LoadCommit(c); return cm.Tree }}, "delete"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			res := push(t, r, ws, "")
+			if p := fsckProblems(t, r); p != "" {
+				t.Fatalf("fsck of a sound repository:\n%s", p)
+			}
+			id := tc.id(r, res.Commit)
+			switch tc.op {
+			case "flip":
+				// Flip one byte in the middle of the stored column.
+				var data []byte
+				if err := r.DB.QueryRow(`SELECT `+tc.column+` FROM `+tc.table+` WHERE id=?`, id[:]).Scan(&data); err != nil {
+					t.Fatal(err)
+				}
+				data[len(data)/2] ^= 0x5a
+				if _, err := r.DB.Exec(`UPDATE `+tc.table+` SET `+tc.column+`=? WHERE id=?`, data, id[:]); err != nil {
+					t.Fatal(err)
+				}
+			case "delete":
+				if _, err := r.DB.Exec(`DELETE FROM `+tc.table+` WHERE id=?`, id[:]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r = reopen(t, r)
+			fres, err := r.Fsck(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, p := range fres.Problems {
+				if p.Kind == tc.kind && (p.ID == id.String() || tc.op == "delete" && strings.Contains(p.Msg, id.String())) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("fsck did not name %s %s; problems: %v", tc.kind, id.Short(), fres.Problems)
+			}
+			// Reading the damaged object is an error, never wrong data.
+			if tc.op == "flip" {
+				var err error
+				switch tc.table {
+				case "chunks":
+					_, err = r.LoadChunk(id)
+				case "files":
+					_, err = r.ReadFile(id, int64(len(big)))
+				case "trees":
+					_, err = r.LoadTree(id)
+				case "commits":
+					_, err = r.LoadCommit(id)
+				}
+				// A flipped id in a chunk list names a chunk that is not there.
+				if !errors.Is(err, objects.ErrCorrupt) && !errors.Is(err, objects.ErrNotCanonical) && !(tc.table == "files" && errors.Is(err, objects.ErrNotFound)) {
+					t.Fatalf("reading the damaged %s: %v", tc.kind, err)
+				}
+			}
+		})
+	}
+}
+
+func wsTreeIDr(r *Repo, commit objects.ID) objects.ID {
+	c, _ := r.LoadCommit(commit)
+	e, _, _ := r.Lookup(c.Tree, []string{"ws"})
+	return e.ID
+}
+
+// Regression: fsck served trees from the repository's cache, so a
+// long-lived process did not notice a tree damaged after it was read.
+func TestFsckIgnoresCache(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n"})
+	res := push(t, r, ws, "")
+	id := wsTreeIDr(r, res.Commit)
+	mustTree(t, r, id) // now cached
+	if _, err := r.DB.Exec(`UPDATE trees SET data = data || x'00' WHERE id=?`, id[:]); err != nil {
+		t.Fatal(err)
+	}
+	if p := fsckProblems(t, r); !strings.Contains(p, "tree "+id.String()) {
+		t.Fatalf("fsck missed the damaged tree; problems: %q", p)
+	}
+}
+
+// Regression: gc failed with "FOREIGN KEY constraint failed" when the last
+// push of a workspace was on a branch that had since been deleted, since
+// the workspace row still referenced the commit being freed.
+func TestGCFreesCommitAWorkspaceLastSynced(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n"})
+	push(t, r, ws, "main")
+	writeFiles(t, ws, map[string]string{"b": "only on the doomed branch\n"})
+	doomed, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "doomed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.DeleteBranch("doomed"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.GC(r.WorktreeRoots)
+	if err != nil {
+		t.Fatalf("gc: %v", err)
+	}
+	if res.Commits != 1 {
+		t.Fatalf("gc result %+v", res)
+	}
+	if _, err := r.LoadCommit(doomed.Commit); !errors.Is(err, objects.ErrNotFound) {
+		t.Fatalf("doomed commit: %v", err)
+	}
+	// The workspace still works: status, push and pull.
+	d, err := r.HostDrift(ws)
+	if err != nil || !d.Synced || !d.Commit.IsZero() {
+		t.Fatalf("drift after gc %+v %v", d, err)
+	}
+	next := push(t, r, ws, "again")
+	pull(t, r, ws, next.Commit)
+	if p := fsckProblems(t, reopen(t, r)); p != "" {
+		t.Fatal(p)
+	}
+}

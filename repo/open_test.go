@@ -1,0 +1,252 @@
+package repo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestPragmasOnEveryPooledConnection(t *testing.T) {
+	r := newTestRepo(t)
+	ctx := context.Background()
+	// Hold several connections at once so the pool must open new ones.
+	const n = 6
+	conns := make([]*sql.Conn, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range conns {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			conns[i], errs[i] = r.DB.Conn(ctx)
+		}(i)
+	}
+	wg.Wait()
+	for i, c := range conns {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		var fk, busy int
+		var mode string
+		if err := c.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&busy); err != nil {
+			t.Fatal(err)
+		}
+		if fk != 1 || mode != "wal" || busy <= 0 {
+			t.Errorf("connection %d: foreign_keys=%d journal_mode=%s busy_timeout=%d", i, fk, mode, busy)
+		}
+		// Foreign keys are enforced, not just reported.
+		if _, err := c.ExecContext(ctx, `INSERT INTO refs(name, commit_id) VALUES('x', x'00')`); err == nil {
+			t.Errorf("connection %d: a ref to a missing commit was accepted", i)
+		}
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if st := r.DB.Stats(); st.OpenConnections < n {
+		t.Fatalf("only %d pooled connections were opened", st.OpenConnections)
+	}
+}
+
+func setSchemaVersion(t *testing.T, path, v string) {
+	t.Helper()
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.DB.Exec(`UPDATE meta SET value=? WHERE key='schema_version'`, v); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+}
+
+func TestNewerSchemaRefusedUnchanged(t *testing.T) {
+	r := newTestRepo(t)
+	path := r.Path
+	r.Close()
+	setSchemaVersion(t, path, "99")
+	before := filesState(t, path)
+	_, err := Open(path)
+	mustFail(t, err, ErrNewerSchema)
+	if !strings.Contains(err.Error(), "99") || !strings.Contains(err.Error(), "upgrade art") {
+		t.Errorf("message does not name the version and the next step: %v", err)
+	}
+	if after := filesState(t, path); after != before {
+		t.Fatalf("the refused repository was modified:\n%s\n%s", before, after)
+	}
+}
+
+// filesState describes a database file and its -wal and -shm companions:
+// hashes of the file and the -wal, and whether each exists.
+func filesState(t *testing.T, path string) string {
+	t.Helper()
+	s := "db " + fileHash(t, path)
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		s += " wal " + fileHash(t, path+"-wal")
+	}
+	return s
+}
+
+func TestOpenRefusesNonRepositories(t *testing.T) {
+	dir := t.TempDir()
+	mk := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// An SQLite database of some other program, in rollback-journal mode.
+	foreign := filepath.Join(dir, "other.sqlite")
+	db, err := sql.Open("sqlite", foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE notes(x TEXT); INSERT INTO notes VALUES('keep me')`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	// And one in WAL mode. Regression: art used to leave an empty -wal
+	// file next to it (its connections keep the -wal when they close).
+	foreignWAL := filepath.Join(dir, "other-wal.sqlite")
+	db, _ = sql.Open("sqlite", foreignWAL)
+	if _, err := db.Exec(`PRAGMA journal_mode=WAL; CREATE TABLE notes(x TEXT); INSERT INTO notes VALUES('keep me')`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := os.Stat(foreignWAL + "-wal"); err == nil {
+		t.Fatal("setup: -wal left by the test's own close")
+	}
+	withMeta := filepath.Join(dir, "meta.sqlite")
+	db, _ = sql.Open("sqlite", withMeta)
+	if _, err := db.Exec(`CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	badVersion := newTestRepo(t).Path
+	setSchemaVersion(t, badVersion, "one")
+
+	header := []byte("SQLite format 3\x00")
+	corrupt := append(append([]byte(nil), header...), []byte(strings.Repeat("garbage!", 1000))...)
+	tests := []struct {
+		name string
+		path string
+	}{
+		{"text file", mk("notes.txt", []byte("hello, not a database\n"))},
+		{"empty file", mk("empty.db", nil)},
+		{"header only", mk("header.db", header)},
+		{"corrupt sqlite", mk("corrupt.db", corrupt)},
+		{"sqlite without art tables", foreign},
+		{"sqlite in WAL mode without art tables", foreignWAL},
+		{"sqlite with an empty meta table", withMeta},
+		{"non-numeric schema version", badVersion},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := filesState(t, tc.path)
+			r, err := Open(tc.path)
+			if err == nil {
+				r.Close()
+			}
+			mustFail(t, err, ErrNotRepo)
+			if after := filesState(t, tc.path); after != before {
+				t.Fatalf("the file was modified or got companions:\n%s\n%s", before, after)
+			}
+			if !strings.Contains(err.Error(), tc.path) {
+				t.Errorf("the message does not name the file: %v", err)
+			}
+		})
+	}
+	_, err = Open(dir)
+	mustFail(t, err, ErrNotRepo)
+	_, err = Open(filepath.Join(dir, "missing.db"))
+	mustFail(t, err, os.ErrNotExist)
+}
+
+func TestInitAndReopen(t *testing.T) {
+	r := newTestRepo(t)
+	_, err := Init(r.Path)
+	mustFail(t, err, ErrExists)
+	h, err := r.Head()
+	if err != nil || h.Branch != "main" || !h.Commit.IsZero() {
+		t.Fatalf("fresh HEAD = %+v, %v", h, err)
+	}
+	_, err = r.Resolve("HEAD")
+	mustFail(t, err, ErrNoCommits)
+	r = reopen(t, r)
+	var v string
+	if err := r.DB.QueryRow(`SELECT value FROM meta WHERE key='schema_version'`).Scan(&v); err != nil || v != "1" {
+		t.Fatalf("schema_version %q, %v", v, err)
+	}
+}
+
+func TestDiscover(t *testing.T) {
+	t.Setenv("ART_DB", "")
+	root := t.TempDir()
+	nested := filepath.Join(root, "a", "b", "c")
+	if err := os.MkdirAll(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Discover("", nested)
+	mustFail(t, err, ErrNoRepo)
+	if !strings.Contains(err.Error(), "art init") {
+		t.Errorf("no next step in %q", err)
+	}
+	r, err := Init(filepath.Join(root, "a", DirName, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	for _, tc := range []struct {
+		name, explicit, env, start, want string
+	}{
+		{"from a nested dir", "", "", nested, r.Path},
+		{"from the dir itself", "", "", filepath.Join(root, "a"), r.Path},
+		{"explicit wins", "/x/y.db", "/env.db", nested, "/x/y.db"},
+		{"env next", "", "/env.db", nested, "/env.db"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("ART_DB", tc.env)
+			got, err := Discover(tc.explicit, tc.start)
+			if err != nil || got != tc.want {
+				t.Fatalf("Discover = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	// A .art directory without the file is not a repository.
+	os.MkdirAll(filepath.Join(root, "b", DirName), 0o755)
+	if _, err := Discover("", filepath.Join(root, "b")); !errors.Is(err, ErrNoRepo) {
+		t.Fatalf("empty .art: %v", err)
+	}
+}
+
+// Regression: opening a foreign SQLite file used to switch it to WAL
+// mode (rewriting its header) before finding out it was not a repository.
+func TestOpenDoesNotConvertForeignFileToWAL(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "foreign.db")
+	db, _ := sql.Open("sqlite", p)
+	if _, err := db.Exec(`CREATE TABLE t(x)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Open(p); !errors.Is(err, ErrNotRepo) {
+		t.Fatal(err)
+	}
+	db, _ = sql.Open("sqlite", p)
+	defer db.Close()
+	var mode string
+	db.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
+	if mode != "delete" {
+		t.Fatalf("journal mode is now %q", mode)
+	}
+}

@@ -1,0 +1,458 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/artproject/art/objects"
+)
+
+// Regression: an empty file used to abort the push ("NOT NULL constraint
+// failed: chunks.data"), since the empty chunk was bound as NULL.
+func TestPushPullEmptyFile(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"empty": "", "sub/also-empty": ""})
+	res := push(t, r, ws, "")
+	got := wsEntries(t, r, res.Commit, "ws")
+	if got["empty"] != "file 644 0 " {
+		t.Fatalf("tree %v", got)
+	}
+	tx, _ := r.Begin()
+	if _, err := tx.PutChunk(nil); err != nil {
+		t.Fatalf("PutChunk(nil): %v", err)
+	}
+	tx.Rollback()
+	dst := filepath.Join(t.TempDir(), "ws")
+	pull(t, r, dst, res.Commit)
+	compareDirs(t, ws, dst, true, true)
+}
+
+func TestPullConflicts(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a1\n", "b": "b1\n", "d/c": "c1\n"})
+	v1 := push(t, r, ws, "v1").Commit
+	writeFiles(t, ws, map[string]string{"a": "a2\n", "b": "b2\n", "d/c": "c2\n"})
+	v2 := push(t, r, ws, "v2").Commit
+
+	// The host edits a and deletes d/c; pulling v1 would overwrite them.
+	writeFiles(t, ws, map[string]string{"a": "host edit\n"})
+	os.Remove(filepath.Join(ws, "d/c"))
+	before := snapshot(t, ws)
+	res, err := r.Pull(PullOptions{Dir: ws, Commit: v1})
+	mustFail(t, err, ErrConflict)
+	if !strings.Contains(err.Error(), "a (changed on the host)") || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("conflict message: %v", err)
+	}
+	if res == nil || len(res.Conflicts) != 1 {
+		t.Fatalf("conflicts %+v", res)
+	}
+	if d := diffMaps(before, snapshot(t, ws)); d != "" {
+		t.Fatalf("a refused pull changed the host:\n%s", d)
+	}
+	// A file the host added where the commit has one is a conflict too.
+	writeFiles(t, ws, map[string]string{"d/c": "host's own\n"})
+	_, err = r.Pull(PullOptions{Dir: ws, Commit: v1})
+	mustFail(t, err, ErrConflict)
+	if !strings.Contains(err.Error(), "d/c") {
+		t.Errorf("conflict message lacks d/c: %v", err)
+	}
+	// --force overrides.
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: v1, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]string{"a": "a1\n", "b": "b1\n", "d/c": "c1\n"} {
+		if b, _ := os.ReadFile(filepath.Join(ws, p)); string(b) != want {
+			t.Errorf("%s = %q after forced pull, want %q", p, b, want)
+		}
+	}
+	// Now in sync with v1: pulling v2 needs no force.
+	pull(t, r, ws, v2)
+	if b, _ := os.ReadFile(filepath.Join(ws, "a")); string(b) != "a2\n" {
+		t.Fatalf("a = %q", b)
+	}
+	// A file deleted on the host that the commit also deletes is fine; a
+	// file edited on the host that the commit deletes is a conflict.
+	os.Remove(filepath.Join(ws, "b"))
+	writeFiles(t, ws, map[string]string{"x": "x\n", "y": "y\n"})
+	v3 := push(t, r, ws, "v3").Commit
+	writeFiles(t, ws, map[string]string{"x": "edited\n"})
+	_, err = r.Pull(PullOptions{Dir: ws, Commit: v2})
+	mustFail(t, err, ErrConflict)
+	if !strings.Contains(err.Error(), "x (changed on the host, deleted in the commit)") {
+		t.Errorf("message: %v", err)
+	}
+	_ = v3
+}
+
+func TestPullLeavesHostOnlyFilesAndDeletesHeldOnes(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"keep": "k\n", "gone": "g\n", "dir/gone2": "g\n", "dir/keep2": "k\n", "olddir/f": "f\n"})
+	v1 := push(t, r, ws, "v1").Commit
+	os.Remove(filepath.Join(ws, "gone"))
+	os.Remove(filepath.Join(ws, "dir/gone2"))
+	os.RemoveAll(filepath.Join(ws, "olddir"))
+	v2 := push(t, r, ws, "v2").Commit
+
+	pres := pull(t, r, ws, v1) // brings them back
+	if pres.Created != 4 {     // gone, dir/gone2, olddir, olddir/f
+		t.Errorf("pull v1 %+v", pres)
+	}
+	// Host-only content, never held by the repository.
+	writeFiles(t, ws, map[string]string{"untracked": "mine\n", "olddir/mine": "mine too\n", "newdir/x": "x\n"})
+	pres = pull(t, r, ws, v2)
+	if pres.Deleted != 3 { // gone, dir/gone2, olddir/f (olddir keeps mine)
+		t.Errorf("pull v2 %+v", pres)
+	}
+	for _, p := range []string{"gone", "dir/gone2", "olddir/f"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s not deleted", p)
+		}
+	}
+	for _, p := range []string{"keep", "dir/keep2", "untracked", "olddir/mine", "newdir/x"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
+}
+
+func TestPullTypeChanges(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"x": "file\n", "d/f": "in dir\n"})
+	os.Symlink("x", filepath.Join(ws, "l"))
+	v1 := push(t, r, ws, "v1").Commit
+	// x becomes a dir, d a file, l a regular file.
+	os.Remove(filepath.Join(ws, "x"))
+	os.RemoveAll(filepath.Join(ws, "d"))
+	os.Remove(filepath.Join(ws, "l"))
+	writeFiles(t, ws, map[string]string{"x/inner": "inner\n", "d": "now a file\n", "l": "now a file\n"})
+	v2 := push(t, r, ws, "v2").Commit
+	want2 := snapshot(t, ws)
+	pull(t, r, ws, v1)
+	if b, _ := os.ReadFile(filepath.Join(ws, "d/f")); string(b) != "in dir\n" {
+		t.Fatal("d/f not restored")
+	}
+	if tgt, _ := os.Readlink(filepath.Join(ws, "l")); tgt != "x" {
+		t.Fatal("l not restored as a link")
+	}
+	pull(t, r, ws, v2)
+	if d := diffMaps(want2, snapshot(t, ws)); d != "" {
+		t.Fatalf("after pulling v2 again:\n%s", d)
+	}
+}
+
+func TestPullTargetSymlinkRefused(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n"})
+	id := push(t, r, ws, "").Commit
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	os.MkdirAll(filepath.Join(real, "ws"), 0o755)
+	os.Symlink(real, filepath.Join(base, "link"))
+	os.Symlink(filepath.Join(real, "ws"), filepath.Join(base, "ws"))
+	before := snapshot(t, base)
+	for _, target := range []string{
+		filepath.Join(base, "ws"),                // the target is a link
+		filepath.Join(base, "link", "ws"),        // it lies inside one
+		filepath.Join(base, "link", "new", "ws"), // below a link, not yet existing
+	} {
+		_, err := r.Pull(PullOptions{Dir: target, Commit: id})
+		if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+			t.Errorf("pull into %s: %v", target, err)
+		}
+	}
+	if d := diffMaps(before, snapshot(t, base)); d != "" {
+		t.Fatalf("refused pulls changed the host:\n%s", d)
+	}
+	// A target whose base name is not a workspace of the commit.
+	_, err := r.Pull(PullOptions{Dir: filepath.Join(base, "other"), Commit: id})
+	if err == nil || !strings.Contains(err.Error(), "it holds: ws") {
+		t.Fatalf("wrong workspace: %v", err)
+	}
+}
+
+// craftTree stores tree bytes that bypass Encode's checks: it encodes a
+// valid tree whose names are placeholders of the same length, then
+// rewrites those names in the bytes.
+func craftTree(t *testing.T, r *Repo, tr *objects.Tree, rename map[string]string) objects.ID {
+	t.Helper()
+	b, err := tr.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for from, to := range rename {
+		if len(from) != len(to) || bytes.Count(b, []byte(from)) != 1 {
+			t.Fatalf("bad placeholder %q", from)
+		}
+		b = bytes.Replace(b, []byte(from), []byte(to), 1)
+	}
+	id := objects.Hash(b)
+	if _, err := r.DB.Exec(`INSERT INTO trees(id, size, enc, data) VALUES(?, ?, 0, ?)`, id[:], len(b), b); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestPullRefusesHostileTrees(t *testing.T) {
+	r := newTestRepo(t)
+	// A harmless file the hostile trees point at.
+	ws := newWorkspace(t, "seed")
+	writeFiles(t, ws, map[string]string{"evil": "pwned\n"})
+	seed := push(t, r, ws, "")
+	seedTree := wsTreeID(t, r, seed.Commit, "seed")
+	evil := mustTree(t, r, seedTree).Entries[0]
+
+	tests := []struct {
+		name   string
+		tree   *objects.Tree
+		rename map[string]string
+	}{
+		{"dotdot dir", &objects.Tree{Entries: []objects.Entry{{Name: "QQ", Type: objects.TypeDir, Mode: 0o755, ID: seedTree}}}, map[string]string{"QQ": ".."}},
+		{"dot dir", &objects.Tree{Entries: []objects.Entry{{Name: "Q", Type: objects.TypeDir, Mode: 0o755, ID: seedTree}}}, map[string]string{"\x01Q": "\x01."}},
+		{"slash file", &objects.Tree{Entries: []objects.Entry{{Name: "QQQQQQQQ", Type: objects.TypeFile, Mode: 0o644, ID: evil.ID, Size: evil.Size}}}, map[string]string{"QQQQQQQQ": "../evil1"}},
+		{"escaping path", &objects.Tree{Entries: []objects.Entry{{Name: "QQQQQQQQQQQQQQ", Type: objects.TypeFile, Mode: 0o644, ID: evil.ID, Size: evil.Size}}}, map[string]string{"QQQQQQQQQQQQQQ": "../../../evil1"}},
+		{"absolute path", &objects.Tree{Entries: []objects.Entry{{Name: "QQQQQQQQQ", Type: objects.TypeFile, Mode: 0o644, ID: evil.ID, Size: evil.Size}}}, map[string]string{"QQQQQQQQQ": "/tmp/evil"}},
+		{"a/b", &objects.Tree{Entries: []objects.Entry{{Name: "aQb", Type: objects.TypeFile, Mode: 0o644, ID: evil.ID, Size: evil.Size}}}, map[string]string{"aQb": "a/b"}},
+		{"NUL", &objects.Tree{Entries: []objects.Entry{{Name: "aQ", Type: objects.TypeFile, Mode: 0o644, ID: evil.ID, Size: evil.Size}}}, map[string]string{"aQ": "a\x00"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := tc.tree.Encode(); err != nil {
+				t.Fatal(err)
+			}
+			bad := craftTree(t, r, tc.tree, tc.rename)
+			if _, err := r.LoadTree(bad); !errors.Is(err, objects.ErrNotCanonical) && !errors.Is(err, objects.ErrCorrupt) {
+				t.Fatalf("LoadTree of a hostile tree: %v", err)
+			}
+			// Put it at /ws/sub in a commit.
+			tx, err := r.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			root, err := tx.EmptyTree()
+			if err == nil {
+				root, err = tx.ReplaceAt(root, []string{"ws", "sub"}, &objects.Entry{Type: objects.TypeDir, Mode: 0o755, ID: bad})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			cid, err := tx.PutCommit(&objects.Commit{Tree: root, Message: tc.name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx.Commit()
+			base := t.TempDir()
+			target := filepath.Join(base, "deep", "er", "ws")
+			os.MkdirAll(target, 0o755)
+			before := snapshot(t, base)
+			_, err = r.Pull(PullOptions{Dir: target, Commit: cid, Force: true})
+			if err == nil {
+				t.Fatal("pull of a hostile tree succeeded")
+			}
+			if !errors.Is(err, objects.ErrNotCanonical) && !errors.Is(err, objects.ErrCorrupt) {
+				t.Fatalf("pull failed for another reason: %v", err)
+			}
+			if d := diffMaps(before, snapshot(t, base)); d != "" {
+				t.Fatalf("the refused pull wrote:\n%s", d)
+			}
+			if _, err := os.Lstat("/tmp/evil"); err == nil {
+				t.Fatal("/tmp/evil was written")
+			}
+			if res, err := r.Fsck(nil); err != nil || len(res.Problems) == 0 {
+				t.Fatalf("fsck does not report the hostile tree: %v", err)
+			}
+		})
+	}
+}
+
+func wsTreeID(t *testing.T, r *Repo, commit objects.ID, name string) objects.ID {
+	t.Helper()
+	c, err := r.LoadCommit(commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := r.Lookup(c.Tree, []string{name})
+	if err != nil || !ok {
+		t.Fatal("no workspace", err)
+	}
+	return e.ID
+}
+
+func mustTree(t *testing.T, r *Repo, id objects.ID) *objects.Tree {
+	t.Helper()
+	tr, err := r.LoadTree(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// A host symlink where the tree has a directory is never written through.
+func TestPullDoesNotWriteThroughHostSymlinks(t *testing.T) {
+	r := newTestRepo(t)
+	outside := t.TempDir()
+	ws := newWorkspace(t, "ws")
+	// Commit A: sub is a symlink to the outside directory.
+	os.Symlink(outside, filepath.Join(ws, "sub"))
+	a := push(t, r, ws, "link").Commit
+	// Commit B: sub is a directory with files.
+	os.Remove(filepath.Join(ws, "sub"))
+	writeFiles(t, ws, map[string]string{"sub/file": "payload\n", "sub/deeper/f": "payload\n"})
+	b := push(t, r, ws, "dir").Commit
+
+	for _, tc := range []struct {
+		name  string
+		setup func(dst string)
+		force bool
+	}{
+		// The host holds the link the repository synced: no conflict.
+		{"synced link", func(dst string) { pull(t, r, dst, a) }, false},
+		// The host made the link itself: a conflict, overridden by force.
+		{"host-made link", func(dst string) {
+			os.MkdirAll(dst, 0o755)
+			os.Symlink(outside, filepath.Join(dst, "sub"))
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := filepath.Join(t.TempDir(), "ws")
+			tc.setup(dst)
+			if st, err := os.Lstat(filepath.Join(dst, "sub")); err != nil || st.Mode()&os.ModeSymlink == 0 {
+				t.Fatal("setup did not make sub a link")
+			}
+			before := snapshot(t, outside)
+			if tc.force {
+				_, err := r.Pull(PullOptions{Dir: dst, Commit: b})
+				mustFail(t, err, ErrConflict)
+			}
+			if _, err := r.Pull(PullOptions{Dir: dst, Commit: b, Force: tc.force}); err != nil {
+				t.Fatal(err)
+			}
+			if d := diffMaps(before, snapshot(t, outside)); d != "" {
+				t.Fatalf("pull wrote through the link:\n%s", d)
+			}
+			st, err := os.Lstat(filepath.Join(dst, "sub"))
+			if err != nil || !st.IsDir() {
+				t.Fatalf("sub is not a real directory now: %v", err)
+			}
+			if b, _ := os.ReadFile(filepath.Join(dst, "sub/deeper/f")); string(b) != "payload\n" {
+				t.Fatal("content missing")
+			}
+		})
+	}
+}
+
+func TestHostDrift(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	d, err := r.HostDrift(ws)
+	if err != nil || d.Synced {
+		t.Fatalf("unsynced drift %+v %v", d, err)
+	}
+	writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b\n", "c": "c\n"})
+	res := push(t, r, ws, "")
+	d, err = r.HostDrift(ws)
+	if err != nil || !d.Synced || !d.Clean() || d.Commit != res.Commit {
+		t.Fatalf("drift after push %+v %v", d, err)
+	}
+	// Rewriting the same content is not drift; edits, additions and
+	// deletions are.
+	writeFiles(t, ws, map[string]string{"a": "a\n", "b": "B\n", "new": "n\n"})
+	os.Remove(filepath.Join(ws, "c"))
+	os.Chmod(filepath.Join(ws, "a"), 0o644)
+	d, err = r.HostDrift(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(d.Added, ",") != "new" || strings.Join(d.Modified, ",") != "b" || strings.Join(d.Deleted, ",") != "c" {
+		t.Fatalf("drift %+v", d)
+	}
+}
+
+func TestPushFailsOnFullDisk(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("SKIP: mounting a small tmpfs needs root")
+	}
+	mnt := t.TempDir()
+	if err := mountTmpfs(mnt, "size=2m"); err != nil {
+		t.Skipf("SKIP: cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unmount(mnt) })
+	r, err := Init(filepath.Join(mnt, "art.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"small": "s\n"})
+	first := push(t, r, ws, "fits")
+	big := make([]byte, 6<<20)
+	rand.New(rand.NewSource(1)).Read(big)
+	os.WriteFile(filepath.Join(ws, "big"), big, 0o644)
+	_, err = r.Push(context.Background(), PushOptions{Dir: ws})
+	if err == nil {
+		t.Fatal("push onto a full disk succeeded")
+	}
+	if !strings.Contains(err.Error(), "full") {
+		t.Errorf("the error does not say the disk is full: %v", err)
+	}
+	r.Close()
+	os.Remove(filepath.Join(ws, "big"))
+	r2, err := Open(r.Path)
+	if err != nil {
+		t.Fatalf("repository unusable after a failed push: %v", err)
+	}
+	defer r2.Close()
+	if tip, _ := r2.BranchTip("main"); tip != first.Commit {
+		t.Fatal("the branch moved")
+	}
+	if ids := commitIDs(t, r2); len(ids) != 1 {
+		t.Fatalf("%d commits", len(ids))
+	}
+	if p := fsckProblems(t, r2); p != "" {
+		t.Fatal(p)
+	}
+}
+
+func mountTmpfs(dir, opts string) error { return syscall.Mount("tmpfs", dir, "tmpfs", 0, opts) }
+func unmount(dir string)                { syscall.Unmount(dir, syscall.MNT_DETACH) }
+
+// Regression: pull wrote every file through the fixed temporary name
+// ".art-pull-tmp", unlinking whatever had that name first: a stored file
+// so named was destroyed by the next write in its directory (and the pull
+// then failed), and a host file so named was deleted.
+func TestPullTemporaryNamesNeverClobber(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{".art-pull-tmp": "stored\n", "a": "a\n", "b": "b\n", "d/.art-pull-tmp": "deep\n", "d/z": "z\n"})
+	os.Symlink("a", filepath.Join(ws, "link"))
+	id := push(t, r, ws, "").Commit
+	dst := filepath.Join(t.TempDir(), "ws")
+	pull(t, r, dst, id)
+	compareDirs(t, ws, dst, true, true)
+
+	host := filepath.Join(t.TempDir(), "ws")
+	writeFiles(t, host, map[string]string{".art-pull-tmp": "the host's own\n"})
+	os.Remove(filepath.Join(ws, ".art-pull-tmp"))
+	id2 := push(t, r, ws, "").Commit
+	pull(t, r, host, id2)
+	if b, _ := os.ReadFile(filepath.Join(host, ".art-pull-tmp")); string(b) != "the host's own\n" {
+		t.Fatalf("host file = %q", b)
+	}
+	ents, _ := os.ReadDir(host)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".art-pull-tmp-") {
+			t.Errorf("temporary %s left behind", e.Name())
+		}
+	}
+}

@@ -1,0 +1,391 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/artproject/art/objects"
+)
+
+// fillWorkspace creates every kind of entry push and pull must keep.
+func fillWorkspace(t *testing.T, dir string) {
+	t.Helper()
+	rnd := rand.New(rand.NewSource(1))
+	big := make([]byte, 5<<20)
+	rnd.Read(big)
+	files := map[string][]byte{
+		"empty":                 nil,
+		"one":                   {'x'},
+		"exactly-64k":           bytes.Repeat([]byte("0123456789abcdef"), 4096),
+		"random-5m":             big,
+		"with space.txt":        []byte("spaces\n"),
+		"new\nline":             []byte("newline in the name\n"),
+		"bad-\xff\xfe-utf8":     []byte("invalid utf-8 name\n"),
+		"sub/deeper/file.go":    []byte("package deeper\n"),
+		"sub/run.sh":            []byte("#!/bin/sh\necho hi\n"),
+		"sub/readonly":          []byte("ro\n"),
+		".hidden/config":        []byte("k=v\n"),
+		"private/secret":        []byte("s\n"),
+		"setuid-tool":           []byte("suid\n"),
+		"text-with-no-newline":  []byte("last line"),
+		"unicode-ñame-✓.md":     []byte("# hi\n"),
+		"sub/deeper/zz-last.md": []byte("z\n"),
+	}
+	for p, data := range files {
+		abs := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(abs, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chmod := map[string]os.FileMode{
+		"sub/run.sh": 0o755, "sub/readonly": 0o444, "private": 0o700, "private/secret": 0o600,
+		"setuid-tool": 0o4755 | os.ModeSetuid,
+	}
+	for p, m := range chmod {
+		if err := os.Chmod(filepath.Join(dir, p), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"empty-dir", "sub/empty-too", "sticky"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(filepath.Join(dir, "sticky"), 0o777|os.ModeSticky)
+	links := map[string]string{
+		"abs-link":      "/etc/hostname",
+		"rel-link":      "sub/run.sh",
+		"dangling":      "does/not/exist",
+		"sub/up-link":   "../one",
+		"dir-link":      "sub",
+		"outside-link":  "../../../../etc",
+		"link to space": "with space.txt",
+	}
+	for p, target := range links {
+		if err := os.Symlink(target, filepath.Join(dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	// Distinct, old, sub-second mtimes, to check they come back exactly.
+	i := 0
+	for _, p := range append(sortedKeys(files), "fifo") {
+		ts := time.Unix(1_600_000_000+int64(i)*1000, int64(123456789+i))
+		os.Chtimes(filepath.Join(dir, filepath.FromSlash(p)), ts, ts)
+		i++
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestPushPullRoundTrip(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	fillWorkspace(t, ws)
+	var lines []string
+	res, err := r.Push(context.Background(), PushOptions{Dir: ws, Report: func(l string) { lines = append(lines, l) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Files != 16 || res.Links != 7 || res.Hashed != 16 || res.Branch != "main" || !res.Parent.IsZero() {
+		t.Errorf("push result %+v", res)
+	}
+	out := strings.Join(lines, "\n")
+	for _, want := range []string{
+		"FILE /ws/one (1 bytes, " + objects.Hash([]byte("x")).Short() + ")",
+		"FILE /ws/empty (0 bytes, " + objects.Hash(nil).Short() + ")",
+		"DIR /ws/empty-dir",
+		"LINK /ws/abs-link -> /etc/hostname",
+		"FIFO /ws/fifo",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("push output lacks %q:\n%s", want, out)
+		}
+	}
+	// Pull into an empty directory with the same base name elsewhere.
+	dst := filepath.Join(t.TempDir(), "ws")
+	pres := pull(t, r, dst, res.Commit)
+	if pres.Created == 0 || pres.Deleted != 0 || len(pres.Conflicts) != 0 {
+		t.Errorf("pull result %+v", pres)
+	}
+	compareDirs(t, ws, dst, true, true)
+	// Pulling again changes nothing and reports nothing.
+	pres = pull(t, r, dst, res.Commit)
+	if pres.Created+pres.Updated+pres.Deleted != 0 {
+		t.Errorf("second pull did something: %+v", pres)
+	}
+	// Content read back through the object store is the original.
+	r2 := reopen(t, r)
+	if errs := fsckProblems(t, r2); errs != "" {
+		t.Fatal(errs)
+	}
+}
+
+func fsckProblems(t *testing.T, r *Repo) string {
+	t.Helper()
+	res, err := r.Fsck(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []string
+	for _, p := range res.Problems {
+		s = append(s, p.String())
+	}
+	return strings.Join(s, "\n")
+}
+
+func TestPushIncremental(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b\n", "d/c": "c\n", "d/e": "e\n"})
+	first := push(t, r, ws, "first")
+	if first.Hashed != 4 {
+		t.Fatalf("first push read %d files, want 4", first.Hashed)
+	}
+	steps := []struct {
+		name       string
+		change     func()
+		wantHashed int
+		wantNew    bool // a new tree, hence new objects
+	}{
+		{"nothing changed", func() {}, 0, false},
+		{"one file edited", func() { writeFiles(t, ws, map[string]string{"d/c": "c2\n"}) }, 1, true},
+		{"touched only", func() {
+			ts := time.Now().Add(time.Hour)
+			os.Chtimes(filepath.Join(ws, "a"), ts, ts)
+		}, 1, true}, // the mtime is part of the tree
+		{"chmod", func() { os.Chmod(filepath.Join(ws, "b"), 0o600) }, 1, true},
+		{"new file", func() { writeFiles(t, ws, map[string]string{"new": "n\n"}) }, 1, true},
+		{"file deleted", func() { os.Remove(filepath.Join(ws, "d/e")) }, 0, true},
+	}
+	prev := first.Commit
+	for _, s := range steps {
+		s.change()
+		res := push(t, r, ws, s.name)
+		if res.Hashed != s.wantHashed {
+			t.Errorf("%s: push read %d files, want %d", s.name, res.Hashed, s.wantHashed)
+		}
+		if res.Parent != prev {
+			t.Errorf("%s: parent %s, want %s", s.name, res.Parent.Short(), prev.Short())
+		}
+		prev = res.Commit
+	}
+	got := wsEntries(t, r, prev, "ws")
+	if _, ok := got["d/e"]; ok || got["new"] == "" || !strings.HasPrefix(got["b"], "file 600") {
+		t.Fatalf("final tree %v", got)
+	}
+}
+
+func TestPushExclusions(t *testing.T) {
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{
+		".artignore":       "*.log\nbuild/\n!keep.log\n/rootonly\n",
+		"a.go":             "package a\n",
+		"debug.log":        "noise\n",
+		"keep.log":         "kept\n",
+		"sub/x.log":        "noise\n",
+		"build/out":        "binary\n",
+		"sub/build/out":    "binary\n",
+		"rootonly":         "ignored\n",
+		"sub/rootonly":     "kept\n",
+		".art/art.db":      "not even a database\n",
+		".art/config/x":    "cfg\n",
+		"sub/.art/thing":   "nested .art\n",
+		"data/.keep":       "",
+		"not-.art/file":    "kept\n",
+		"sub/.artfile":     "kept: only directories named .art are excluded\n",
+		"data/my.db.notes": "kept\n",
+	})
+	// The repository lives inside the workspace under another name; a
+	// hard link to it must not be stored either.
+	dbPath := filepath.Join(ws, "data", "my.db")
+	r, err := Init(dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := os.Link(dbPath, filepath.Join(ws, "data", "hardlink-to-db")); err != nil {
+		t.Fatal(err)
+	}
+	// A socket is skipped with a warning.
+	ln, err := net.Listen("unix", filepath.Join(ws, "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var warnings []string
+	for i := 0; i < 2; i++ { // twice: the -wal/-shm exist once the db was written
+		warnings = nil
+		res, err := r.Push(context.Background(), PushOptions{Dir: ws, Warn: func(s string) { warnings = append(warnings, s) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, suf := range []string{"-wal", "-shm"} {
+			if _, err := os.Stat(dbPath + suf); err != nil {
+				t.Fatalf("expected %s to exist during the test: %v", suf, err)
+			}
+		}
+		got := wsEntries(t, r, res.Commit, "ws")
+		var names []string
+		for p := range got {
+			names = append(names, p)
+		}
+		sort.Strings(names)
+		want := []string{".artignore", "a.go", "data", "data/.keep", "data/my.db.notes", "keep.log", "not-.art", "not-.art/file",
+			"sub", "sub/.artfile", "sub/rootonly"}
+		if strings.Join(names, "|") != strings.Join(want, "|") {
+			t.Fatalf("push %d stored\n%q\nwant\n%q", i, names, want)
+		}
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], filepath.Join(ws, "sock")) || !strings.Contains(warnings[0], "socket") {
+		t.Fatalf("warnings %q", warnings)
+	}
+}
+
+func TestPushKeepsRestOfHome(t *testing.T) {
+	r := newTestRepo(t)
+	a := newWorkspace(t, "alpha")
+	b := newWorkspace(t, "beta")
+	writeFiles(t, a, map[string]string{"f": "a\n"})
+	writeFiles(t, b, map[string]string{"g": "b\n"})
+	push(t, r, a, "")
+	res := push(t, r, b, "")
+	c, _ := r.LoadCommit(res.Commit)
+	tr, _ := r.LoadTree(c.Tree)
+	if len(tr.Entries) != 2 || tr.Entries[0].Name != "alpha" || tr.Entries[1].Name != "beta" {
+		t.Fatalf("home holds %+v", tr.Entries)
+	}
+	if c.Message != "push beta" || c.Session == nil || c.Session.Mode != "push" || c.Session.Workspace != "beta" {
+		t.Fatalf("commit %+v", c)
+	}
+	// -b: a new branch starts from HEAD; main does not move.
+	writeFiles(t, a, map[string]string{"f": "changed\n"})
+	br, err := r.Push(context.Background(), PushOptions{Dir: a, Branch: "attempt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if br.Parent != res.Commit || br.Branch != "attempt" {
+		t.Fatalf("branch push %+v", br)
+	}
+	if tip, _ := r.BranchTip("main"); tip != res.Commit {
+		t.Fatal("main moved")
+	}
+	_, err = r.Push(context.Background(), PushOptions{Dir: a, Branch: "bad name"})
+	mustFail(t, err, ErrBadBranchName)
+}
+
+func TestPushBadWorkspace(t *testing.T) {
+	r := newTestRepo(t)
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	for _, dir := range []string{"", file, filepath.Join(t.TempDir(), "missing"), "/"} {
+		if _, err := r.Push(context.Background(), PushOptions{Dir: dir}); err == nil {
+			t.Errorf("push of %q succeeded", dir)
+		}
+	}
+	if ids := commitIDs(t, r); len(ids) != 0 {
+		t.Fatal("a failed push left a commit")
+	}
+}
+
+// TestMain lets a test re-run this binary as a push helper, e.g. with
+// fewer privileges.
+func TestMain(m *testing.M) {
+	if os.Getenv("ART_REPO_TEST_HELPER") == "push" {
+		r, err := Open(os.Getenv("ART_REPO_TEST_DB"))
+		if err == nil {
+			_, err = r.Push(context.Background(), PushOptions{Dir: os.Getenv("ART_REPO_TEST_DIR")})
+			r.Close()
+		}
+		if err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(3)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// An unreadable file aborts the push and nothing is committed. Root reads
+// everything, so the push runs with every capability dropped (setpriv),
+// which makes a mode-000 file unreadable even for uid 0.
+func TestPushUnreadableFileAborts(t *testing.T) {
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"ok": "fine\n", "secret": "no\n"})
+	r := newTestRepo(t)
+	push(t, r, ws, "first")
+	before := commitIDs(t, r)
+	writeFiles(t, ws, map[string]string{"ok": "changed\n"})
+	secret := filepath.Join(ws, "secret")
+	os.WriteFile(secret, []byte("changed too\n"), 0o644)
+	if err := os.Chmod(secret, 0); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.Open(secret); err == nil {
+		f.Close()
+		// Running as root: drop capabilities for the push.
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			t.Skip("SKIP: running as root and setpriv is not installed, so no file is unreadable")
+		}
+		self, _ := os.Executable()
+		cmd := exec.Command(setpriv, "--bounding-set=-all", "--inh-caps=-all", self, "-test.run=^$")
+		cmd.Env = append(os.Environ(), "ART_REPO_TEST_HELPER=push", "ART_REPO_TEST_DB="+r.Path, "ART_REPO_TEST_DIR="+ws)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+			t.Fatalf("helper push: %v\n%s", err, out)
+		}
+		if !strings.Contains(string(out), secret) || !strings.Contains(string(out), "permission denied") || !strings.Contains(string(out), "nothing was committed") {
+			t.Errorf("error does not name the file and the outcome:\n%s", out)
+		}
+	} else {
+		_, err := r.Push(context.Background(), PushOptions{Dir: ws})
+		if err == nil || !strings.Contains(err.Error(), secret) {
+			t.Fatalf("push = %v", err)
+		}
+	}
+	r = reopen(t, r)
+	if after := commitIDs(t, r); strings.Join(after, ",") != strings.Join(before, ",") {
+		t.Fatal("a failed push changed the commits")
+	}
+	// Nothing of the aborted push was left behind.
+	changed := objects.Hash([]byte("changed\n"))
+	var has int
+	r.DB.QueryRow(`SELECT count(*) FROM chunks WHERE id=?`, changed[:]).Scan(&has)
+	if has != 0 {
+		t.Fatal("the aborted push left a chunk behind")
+	}
+}
+
+func countRows(t testing.TB, r *Repo, table string) int {
+	t.Helper()
+	var n int
+	if err := r.DB.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
