@@ -147,8 +147,18 @@ func (j *journal) append(rec *record) error {
 	binary.LittleEndian.PutUint32(frame[4:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(frame[8:], crc32.Checksum(payload, crcTable))
 	frame = append(frame, payload...)
-	_, err := j.f.Write(frame)
-	return err
+	off, err := j.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	if _, err := j.f.Write(frame); err != nil {
+		// A torn frame would end every later replay early: cut it off.
+		if terr := j.f.Truncate(off); terr == nil {
+			j.f.Seek(off, io.SeekStart)
+		}
+		return err
+	}
+	return nil
 }
 
 func (j *journal) sync() error { return j.f.Sync() }

@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"errors"
+	"syscall"
 	"fmt"
 	"os"
 	"sync"
@@ -155,6 +156,10 @@ func (p *persister) sync(hard bool) error {
 	if !rec.empty() {
 		if err := p.j.append(rec); err != nil {
 			p.restore(rec)
+			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+				p.fs.logf("journal upper layer: %v", err)
+				return syscall.ENOSPC // the agent sees a full disk as such
+			}
 			return p.fs.ioErr("journal upper layer", err)
 		}
 		p.mu.Lock()
