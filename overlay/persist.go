@@ -2,10 +2,10 @@ package overlay
 
 import (
 	"errors"
-	"syscall"
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/artproject/art/objects"
