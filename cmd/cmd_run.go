@@ -318,7 +318,10 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		return runFail(err)
 	}
 	defer os.Remove(mnt)
-	os.Chmod(mnt, 0o755)
+	// Only the agent's user (and root) may enter the mount point: the
+	// mount is allow_other, so other host users must not reach it.
+	os.Chown(mnt, uid, gid)
+	os.Chmod(mnt, 0o700)
 	wt, resumed, err := r.CreateWorktree(branch, "run", mnt, string(sessJSON))
 	if err != nil {
 		return runFail(err)
