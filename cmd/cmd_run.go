@@ -143,9 +143,6 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 		}
 		memory = m
 	}
-	if o.trace || o.traceLog != "" || o.traceCalls != "" {
-		return runFail(errors.New("--trace is not available in this build yet"))
-	}
 	dir, err := repo.CheckWorkspaceDir(o.dir)
 	if err != nil {
 		return runFail(err)
@@ -177,7 +174,16 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	stdio := sandbox.Stdio{Stdin: g.stdin, Stdout: g.stdout, Stderr: g.stderr}
 
 	dbPath, derr := repo.Discover(g.db, dir)
-	if o.direct || errors.Is(derr, repo.ErrNoRepo) {
+	direct := o.direct || errors.Is(derr, repo.ErrNoRepo)
+	st, err := newSessionTrace(o, g.stderr, !direct)
+	if err != nil {
+		return runFail(err)
+	}
+	defer st.close()
+	if st != nil {
+		st.apply(&cfg)
+	}
+	if direct {
 		if o.direct {
 			fmt.Fprintf(g.stderr, "art: direct mode: %s is bound read-write and nothing is recorded\n", dir)
 		} else {
@@ -186,7 +192,7 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 		if !pol.IsFullAccess() {
 			return runFail(errors.New("path policies need the versioned home; direct mode binds the host workspace as it is (create a repository with 'art init', or drop --preset/--allow)"))
 		}
-		return runDirect(ctx, g, cfg, dir, stdio)
+		return runDirect(ctx, g, cfg, dir, stdio, st)
 	}
 	if derr != nil {
 		return runFail(derr)
@@ -197,7 +203,7 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	}
 	defer r.Close()
 	g.cleanupStale(r)
-	return runOverlay(ctx, g, o, r, cfg, dir, stdio, pol)
+	return runOverlay(ctx, g, o, r, cfg, dir, stdio, pol, st)
 }
 
 // loadPolicy builds the path policy from the host's
@@ -219,7 +225,7 @@ func loadPolicy(dir string, o *runOptions) (*policy.Policy, error) {
 }
 
 // runDirect binds the host workspace read-write into an empty home.
-func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, stdio sandbox.Stdio) error {
+func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, stdio sandbox.Stdio, st *sessionTrace) error {
 	home, err := os.MkdirTemp("", "art-home-")
 	if err != nil {
 		return runFail(err)
@@ -231,8 +237,19 @@ func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, 
 	}
 	cfg.Home = home
 	cfg.Binds = append([]sandbox.Bind{{Host: dir, Guest: "/home/agent/" + cfg.Workspace, ReadOnly: false}}, cfg.Binds...)
-	cfg.Hide = []string{filepath.Join(dir, repo.DirName)}
+	// The host's .art holds what art trusts (binds.json, policy.json, the
+	// repository): it is hidden, and it must exist for that, or the agent,
+	// which writes the workspace directly, could create .art/config/binds.json
+	// for the next run. One made here is removed again if still empty.
+	artDir := filepath.Join(dir, repo.DirName)
+	if err := os.Mkdir(artDir, 0o755); err == nil {
+		defer os.Remove(artDir)
+	}
+	cfg.Hide = []string{artDir}
 	res, err := sandbox.Run(ctx, cfg, stdio)
+	if st != nil {
+		st.finish()
+	}
 	if err != nil {
 		return runFail(err)
 	}
@@ -251,7 +268,7 @@ func looksLikeRev(name string) bool {
 	return true
 }
 
-func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cfg sandbox.Config, dir string, stdio sandbox.Stdio, pol *policy.Policy) error {
+func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cfg sandbox.Config, dir string, stdio sandbox.Stdio, pol *policy.Policy, st *sessionTrace) error {
 	head, err := r.Head()
 	if err != nil {
 		return runFail(err)
@@ -387,6 +404,15 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		sess.Signal = signalName(res.Signal)
 	default:
 		sess.Status = "exited"
+	}
+	if st != nil {
+		// The structured log is stored like any file; the commit names it.
+		tid, err := storeTrace(r, st)
+		if err != nil {
+			fmt.Fprintf(g.stderr, "art: warning: the syscall log was not stored: %v\n", err)
+		} else if tid != nil {
+			sess.TraceID = tid
+		}
 	}
 	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: true})
 	if err != nil {

@@ -9,19 +9,21 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/artproject/art/objects"
+	"github.com/artproject/art/tracer"
 )
 
 func fmtRFC(ns int64) string { return time.Unix(0, ns).UTC().Format(time.RFC3339Nano) }
 
 func newShowCmd(g *globals) *cobra.Command {
-	var stat, asJSON bool
+	var stat, asJSON, traceSummary bool
 	var dir string
 	c := &cobra.Command{
 		Use:   "show [REV] [--stat] [--json]",
 		Short: "show a commit: its metadata, session and changes",
 		Example: `  art show
   art show HEAD~1 --stat
-  art show attempt-1 --json`,
+  art show attempt-1 --json
+  art show --trace-summary`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			r, err := g.openRepo(dir)
@@ -32,6 +34,18 @@ func newShowCmd(g *globals) *cobra.Command {
 			rev := "HEAD"
 			if len(args) == 1 {
 				rev = args[0]
+			}
+			if traceSummary {
+				_, events, err := loadTrace(r, rev)
+				if err != nil {
+					return err
+				}
+				sum := tracer.Summarize(events)
+				if asJSON {
+					return writeJSON(g.stdout, sum)
+				}
+				printTraceSummary(g, sum)
+				return nil
 			}
 			id, err := r.Resolve(rev)
 			if err != nil {
@@ -97,6 +111,7 @@ func newShowCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().BoolVar(&stat, "stat", false, "changed paths with line counts instead of the patch")
 	c.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
+	c.Flags().BoolVar(&traceSummary, "trace-summary", false, "summarise the session's syscall log: files read and written, programs run, connects")
 	c.Flags().StringVarP(&dir, "mount", "m", ".", "workspace directory (for repository discovery)")
 	return c
 }

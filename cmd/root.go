@@ -148,7 +148,7 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 	for _, c := range []*cobra.Command{
 		newInitCmd(g), newPushCmd(g), newPullCmd(g), newLogCmd(g), newShowCmd(g),
 		newDiffCmd(g), newBranchCmd(g), newCheckoutCmd(g), newStatusCmd(g),
-		newGCCmd(g), newFsckCmd(g), newMountCmd(g), newCommitCmd(g), newRunCmd(g),
+		newGCCmd(g), newFsckCmd(g), newMountCmd(g), newCommitCmd(g), newRunCmd(g), newTraceCmd(g),
 	} {
 		// -d is --db everywhere except 'art branch', where it deletes (as in git).
 		short := "d"

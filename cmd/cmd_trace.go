@@ -1,0 +1,166 @@
+package cmd
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/repo"
+	"github.com/artproject/art/tracer"
+)
+
+// errNoTrace is returned for commits of sessions that were not traced.
+var errNoTrace = errors.New("no syscall log")
+
+// loadTrace reads the stored syscall log of a commit.
+func loadTrace(r *repo.Repo, rev string) (objects.ID, []tracer.Event, error) {
+	id, err := r.Resolve(rev)
+	if err != nil {
+		return id, nil, err
+	}
+	c, err := r.LoadCommit(id)
+	if err != nil {
+		return id, nil, err
+	}
+	if c.Session == nil || c.Session.TraceID == nil {
+		return id, nil, fmt.Errorf("%w: commit %s was not traced (record one with 'art run --trace')", errNoTrace, id.Short())
+	}
+	fr, err := objects.OpenFile(r, *c.Session.TraceID)
+	if err != nil {
+		return id, nil, fmt.Errorf("syscall log of %s: %w", id.Short(), err)
+	}
+	events, err := tracer.ReadJSON(bufio.NewReaderSize(fr, 1<<20))
+	if err != nil {
+		return id, nil, fmt.Errorf("syscall log of %s: %w", id.Short(), err)
+	}
+	return id, events, nil
+}
+
+func newTraceCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	var calls string
+	var pid int
+	var dir string
+	c := &cobra.Command{
+		Use:   "trace [REV] [--json] [--syscalls LIST] [--pid N]",
+		Short: "print the syscall log of a traced session",
+		Long: `trace prints the syscall log stored with a session run with --trace
+(default: HEAD), strace-like, or as JSON lines with --json. --syscalls keeps
+only the named syscalls (process events stay); --pid keeps one process (host
+or sandbox pid). 'art show REV --trace-summary' condenses the log.`,
+		Example: `  art run --trace --trace-syscalls openat,execve -- make
+  art trace
+  art trace HEAD~1 --syscalls execve
+  art trace --json --pid 2 | jq .`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			rev := "HEAD"
+			if len(args) == 1 {
+				rev = args[0]
+			}
+			var keep map[string]bool
+			if calls != "" {
+				names := strings.Split(calls, ",")
+				for i := range names {
+					names[i] = strings.TrimSpace(names[i])
+				}
+				if _, err := tracer.Lookup(names); err != nil {
+					return usageErr("--syscalls: %v", err)
+				}
+				keep = map[string]bool{}
+				for _, n := range names {
+					keep[n] = true
+				}
+			}
+			r, err := g.openRepo(dir)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			_, events, err := loadTrace(r, rev)
+			if err != nil {
+				return err
+			}
+			w := bufio.NewWriterSize(g.stdout, 1<<16)
+			defer w.Flush()
+			var buf []byte
+			for i := range events {
+				e := &events[i]
+				if pid != 0 && e.Pid != pid && e.NSPid != pid {
+					continue
+				}
+				if keep != nil && e.Kind == tracer.KindSyscall && !keep[e.Syscall] {
+					continue
+				}
+				buf = buf[:0]
+				if asJSON {
+					buf = e.AppendJSON(buf)
+				} else {
+					buf = e.AppendText(buf)
+				}
+				if !bytes.HasSuffix(buf, []byte("\n")) {
+					buf = append(buf, '\n')
+				}
+				w.Write(buf)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "JSON lines, one event each")
+	c.Flags().StringVar(&calls, "syscalls", "", "only these syscalls (comma-separated)")
+	c.Flags().IntVar(&pid, "pid", 0, "only this process (host or sandbox pid)")
+	c.Flags().StringVarP(&dir, "mount", "m", ".", "workspace directory (for repository discovery)")
+	return c
+}
+
+// printTraceSummary prints what a traced session did, condensed.
+func printTraceSummary(g *globals, s tracer.Summary) {
+	list := func(title string, items []string) {
+		fmt.Fprintf(g.stdout, "%s (%d):\n", title, len(items))
+		for _, it := range items {
+			fmt.Fprintf(g.stdout, "  %s\n", it)
+		}
+	}
+	list("files read", s.Read)
+	list("files written", s.Written)
+	list("created", s.Created)
+	var ren []string
+	for _, r := range s.Renamed {
+		ren = append(ren, r.From+" -> "+r.To)
+	}
+	list("renamed", ren)
+	list("deleted", s.Deleted)
+	var ex []string
+	for _, e := range s.Execs {
+		ex = append(ex, fmt.Sprintf("%s %q", e.Path, e.Argv))
+	}
+	list("executed", ex)
+	var con []string
+	for _, c := range s.Connects {
+		con = append(con, fmt.Sprintf("%s %s: %s", c.Family, c.Address, c.Result))
+	}
+	list("network connects", con)
+	fmt.Fprintf(g.stdout, "syscalls (%d kinds):\n", len(s.Syscalls))
+	for _, c := range s.Syscalls {
+		fmt.Fprintf(g.stdout, "  %-20s %7d calls", c.Name, c.Calls)
+		if c.Errors > 0 {
+			var errs []string
+			for name, n := range c.Errnos {
+				errs = append(errs, fmt.Sprintf("%s %d", name, n))
+			}
+			fmt.Fprintf(g.stdout, ", %d errors (%s)", c.Errors, strings.Join(sortedStrings(errs), ", "))
+		}
+		fmt.Fprintln(g.stdout)
+	}
+}
+
+func sortedStrings(s []string) []string {
+	sort.Strings(s)
+	return s
+}

@@ -1,0 +1,183 @@
+package cmd
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/repo"
+	"github.com/artproject/art/sandbox"
+	"github.com/artproject/art/tracer"
+)
+
+// sessionTrace is the tracing of one art run: the strace-like text log
+// (--trace-log, default stderr) and, in overlay mode, the JSON-lines log
+// kept in a temporary file until it is stored in the repository.
+type sessionTrace struct {
+	opts     tracer.Options
+	textFile *os.File // nil when the text log goes to stderr
+	text     *bufio.Writer
+	jsonFile *os.File
+	json     *bufio.Writer
+	filter   *os.File // the seccomp program handed to bwrap
+	result   tracer.Result
+}
+
+// newSessionTrace validates the trace flags; it creates nothing on error.
+func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTrace, error) {
+	if !o.trace && (o.traceLog != "" || o.traceCalls != "") {
+		o.trace = true // --trace-log or --trace-syscalls imply --trace, as in ART
+	}
+	if !o.trace {
+		return nil, nil
+	}
+	st := &sessionTrace{}
+	if o.traceCalls != "" {
+		names := strings.Split(o.traceCalls, ",")
+		for i := range names {
+			names[i] = strings.TrimSpace(names[i])
+		}
+		if _, err := tracer.Lookup(names); err != nil {
+			return nil, fmt.Errorf("--trace-syscalls: %w", err)
+		}
+		prog, err := tracer.SeccompFilter(names)
+		if err != nil {
+			return nil, fmt.Errorf("--trace-syscalls: %w", err)
+		}
+		f, err := os.CreateTemp("", "art-seccomp-")
+		if err != nil {
+			return nil, err
+		}
+		os.Remove(f.Name())
+		if _, err := f.Write(prog); err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.Seek(0, io.SeekStart)
+		st.filter = f
+		st.opts.Syscalls = names
+	}
+	if o.traceLog != "" {
+		dir := filepath.Dir(o.traceLog)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			st.close()
+			return nil, fmt.Errorf("--trace-log %s: directory %s does not exist (create it first)", o.traceLog, dir)
+		}
+		f, err := os.OpenFile(o.traceLog, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			st.close()
+			return nil, fmt.Errorf("--trace-log: %w", err)
+		}
+		st.textFile = f
+		st.text = bufio.NewWriterSize(f, 256<<10)
+	} else {
+		st.text = bufio.NewWriterSize(stderr, 64<<10)
+	}
+	st.opts.Text = st.text
+	if keepJSON {
+		f, err := os.CreateTemp("", "art-trace-")
+		if err != nil {
+			st.close()
+			return nil, err
+		}
+		os.Remove(f.Name()) // anonymous: gone with the process, whatever happens
+		st.jsonFile = f
+		st.json = bufio.NewWriterSize(f, 256<<10)
+		st.opts.JSON = st.json
+	}
+	return st, nil
+}
+
+// apply makes the sandbox start bwrap under the tracer.
+func (st *sessionTrace) apply(cfg *sandbox.Config) {
+	if st.filter != nil {
+		cfg.SeccompFD = st.filter
+	}
+	cfg.Starter = func(cmd *exec.Cmd) (func() (syscall.WaitStatus, error), error) {
+		started := make(chan struct{})
+		done := make(chan error, 1)
+		opts := st.opts
+		opts.OnStart = func(*os.Process) { close(started) }
+		go func() {
+			res, err := tracer.Run(cmd, opts)
+			st.result = res
+			done <- err
+		}()
+		select {
+		case <-started:
+		case err := <-done:
+			if err == nil {
+				err = errors.New("tracer ended before the sandbox started")
+			}
+			return nil, err
+		}
+		return func() (syscall.WaitStatus, error) {
+			err := <-done
+			r := st.result
+			if r.Signal != 0 {
+				ws := syscall.WaitStatus(r.Signal)
+				if r.Core {
+					ws |= 0x80
+				}
+				return ws, err
+			}
+			return syscall.WaitStatus(uint32(r.ExitCode&0xff) << 8), err
+		}, nil
+	}
+}
+
+// finish flushes the logs; the JSON log is returned for storage.
+func (st *sessionTrace) finish() (io.Reader, error) {
+	if st.text != nil {
+		st.text.Flush()
+	}
+	if st.json == nil {
+		return nil, nil
+	}
+	if err := st.json.Flush(); err != nil {
+		return nil, fmt.Errorf("trace log: %w", err)
+	}
+	if _, err := st.jsonFile.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return st.jsonFile, nil
+}
+
+func (st *sessionTrace) close() {
+	if st == nil {
+		return
+	}
+	for _, f := range []*os.File{st.textFile, st.jsonFile, st.filter} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// storeTrace stores the session's JSON-lines log in the repository.
+func storeTrace(r *repo.Repo, st *sessionTrace) (*objects.ID, error) {
+	rd, err := st.finish()
+	if err != nil || rd == nil {
+		return nil, err
+	}
+	tx, err := r.Begin()
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	id, _, err := tx.PutFile(rd)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
