@@ -175,9 +175,15 @@ func (n *Node) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno
 	if err != nil {
 		return nil, overlay.Errno(err)
 	}
-	out := make([]gofuse.DirEntry, len(ents))
-	for i, e := range ents {
-		out[i] = gofuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: typeMode(e.Type)}
+	// "." and ".." first, as every local filesystem lists them.
+	parent := n.ino()
+	if _, p := n.Parent(); p != nil {
+		parent = p.StableAttr().Ino
+	}
+	out := make([]gofuse.DirEntry, 0, len(ents)+2)
+	out = append(out, gofuse.DirEntry{Name: ".", Ino: n.ino(), Mode: syscall.S_IFDIR}, gofuse.DirEntry{Name: "..", Ino: parent, Mode: syscall.S_IFDIR})
+	for _, e := range ents {
+		out = append(out, gofuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: typeMode(e.Type)})
 	}
 	return fs.NewListDirStream(out), 0
 }

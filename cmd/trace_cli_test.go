@@ -1,0 +1,227 @@
+package cmd
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/artproject/art/tracer"
+)
+
+// agentScript does known syscalls: open for read and for write, rename,
+// unlink, exec of a child, a connect to a closed port, a multi-threaded
+// program (python3's threads), then exits 3.
+const agentScript = `
+cat input.txt > /dev/null
+echo out > written.txt
+mv written.txt renamed.txt
+rm gone.txt
+/bin/true
+python3 - <<'EOF'
+import socket, threading
+def opener():
+    open("input.txt").read()
+ts = [threading.Thread(target=opener) for _ in range(4)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+s = socket.socket()
+try:
+    s.connect(("127.0.0.1", PORT))
+except OSError:
+    pass
+EOF
+exit 3
+`
+
+// closedPort returns a local TCP port nobody listens on.
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return port
+}
+
+func traceEvents(t *testing.T, r *testRepo, args ...string) []tracer.Event {
+	t.Helper()
+	res := r.mustArt(append([]string{"trace", "--json"}, args...)...)
+	events, err := tracer.ReadJSON(strings.NewReader(res.stdout))
+	if err != nil {
+		t.Fatalf("art trace --json: %v", err)
+	}
+	return events
+}
+
+func TestRunTraceRecordsSyscalls(t *testing.T) {
+	r := newRepo(t, map[string]string{"input.txt": "in\n", "gone.txt": "bye\n"})
+	port := closedPort(t)
+	script := strings.ReplaceAll(agentScript, "PORT", strconv.Itoa(port))
+	log := filepath.Join(t.TempDir(), "trace.log")
+	res := r.run("--trace", "--trace-log", log, "--", "sh", "-c", script)
+	if res.code != 3 {
+		t.Fatalf("traced exit status: %s", res)
+	}
+	// The text log went to --trace-log, never into the command's output.
+	text := readFile(t, log)
+	checkContains(t, "text log", text, `openat(AT_FDCWD, "input.txt", O_RDONLY`, `"written.txt", O_WRONLY|O_CREAT|O_TRUNC`, "rename", "unlink", "/bin/true", "ECONNREFUSED", "+++ exited with 3 +++")
+	checkLacks(t, "stdout", res.stdout, "openat", "execve")
+
+	events := traceEvents(t, r)
+	sum := tracer.Summarize(events)
+	has := func(list []string, suffix string) bool {
+		for _, p := range list {
+			if strings.HasSuffix(p, suffix) {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(sum.Read, "/ws/input.txt") && !has(sum.Read, "input.txt") {
+		t.Errorf("input.txt not among files read: %v", sum.Read)
+	}
+	if !has(sum.Written, "written.txt") {
+		t.Errorf("written.txt not among files written: %v", sum.Written)
+	}
+	if !has(sum.Deleted, "gone.txt") {
+		t.Errorf("gone.txt not among deletions: %v", sum.Deleted)
+	}
+	renamed := false
+	for _, rn := range sum.Renamed {
+		renamed = renamed || strings.HasSuffix(rn.From, "written.txt") && strings.HasSuffix(rn.To, "renamed.txt")
+	}
+	if !renamed {
+		t.Errorf("rename not summarised: %v", sum.Renamed)
+	}
+	execTrue, execPython := false, false
+	for _, e := range sum.Execs {
+		execTrue = execTrue || strings.HasSuffix(e.Path, "/true")
+		execPython = execPython || strings.Contains(e.Path, "python3")
+	}
+	if !execTrue || !execPython {
+		t.Errorf("execs: %+v", sum.Execs)
+	}
+	refused := false
+	for _, c := range sum.Connects {
+		refused = refused || c.Address == "127.0.0.1:"+strconv.Itoa(port) && c.Result == "ECONNREFUSED"
+	}
+	if !refused {
+		t.Errorf("connect to the closed port not summarised: %+v", sum.Connects)
+	}
+	// Threads: the python opener threads appear as their own tasks.
+	threads := 0
+	for _, e := range events {
+		if e.Kind == tracer.KindThread {
+			threads++
+		}
+	}
+	if threads < 4 {
+		t.Errorf("%d thread events, want >= 4", threads)
+	}
+	// The same summary through the CLI, as JSON.
+	var cli tracer.Summary
+	if err := json.Unmarshal([]byte(r.mustArt("show", "--trace-summary", "--json").stdout), &cli); err != nil {
+		t.Fatal(err)
+	}
+	if len(cli.Execs) != len(sum.Execs) || len(cli.Deleted) != len(sum.Deleted) {
+		t.Errorf("show --trace-summary differs from the log's summary")
+	}
+	checkContains(t, "show --trace-summary", r.mustArt("show", "--trace-summary").stdout, "files read", "executed", "network connects", "ECONNREFUSED")
+	// --syscalls and --pid filter the printed log.
+	for _, e := range traceEvents(t, r, "--syscalls", "execve") {
+		if e.Kind == tracer.KindSyscall && e.Syscall != "execve" {
+			t.Fatalf("--syscalls execve printed %s", e.Syscall)
+		}
+	}
+}
+
+func TestRunTraceFilter(t *testing.T) {
+	r := newRepo(t, map[string]string{"input.txt": "in\n"})
+	res := r.run("--trace-syscalls", "openat,execve", "--trace-log", filepath.Join(t.TempDir(), "t.log"),
+		"--", "sh", "-c", "cat input.txt >/dev/null; mkdir d; echo x > d/f; exit 0")
+	if res.code != 0 {
+		t.Fatalf("%s", res)
+	}
+	seen := map[string]bool{}
+	for _, e := range traceEvents(t, r) {
+		if e.Kind == tracer.KindSyscall {
+			seen[e.Syscall] = true
+		}
+	}
+	if !seen["openat"] || !seen["execve"] {
+		t.Errorf("filtered trace misses listed syscalls: %v", seen)
+	}
+	for name := range seen {
+		if name != "openat" && name != "execve" {
+			t.Errorf("the filter let %s through", name)
+		}
+	}
+}
+
+func TestRunTraceExitStatus(t *testing.T) {
+	r := newRepo(t, map[string]string{"f": "x"})
+	logDir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		cmd  string
+		code int
+	}{
+		{"exit 3", "exit 3", 3},
+		{"SIGKILL", "kill -9 $$", 137},
+		{"ok", "true", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plain := r.run("--", "sh", "-c", c.cmd)
+			traced := r.run("--trace", "--trace-log", filepath.Join(logDir, c.name+".log"), "--", "sh", "-c", c.cmd)
+			if plain.code != c.code || traced.code != c.code {
+				t.Fatalf("exit status untraced %d, traced %d, want %d", plain.code, traced.code, c.code)
+			}
+		})
+	}
+}
+
+// Traced and untraced sessions behave the same to the agent: same output,
+// same files.
+func TestRunTraceSameBehaviour(t *testing.T) {
+	r := newRepo(t, map[string]string{"f": "x"})
+	script := "ls -la /home/agent/WS | wc -l; echo made > new.txt; cat f; id -u"
+	plain := r.run("-b", "plain", "--", "sh", "-c", script)
+	traced := r.run("-b", "traced", "--trace", "--trace-log", filepath.Join(t.TempDir(), "t.log"), "--", "sh", "-c", script)
+	if plain.stdout != traced.stdout || plain.code != traced.code {
+		t.Fatalf("different behaviour:\nplain: %s\ntraced: %s", plain, traced)
+	}
+	if d := r.nameStatus("plain", "traced"); len(d) != 0 {
+		t.Errorf("the traced session changed different files: %v", d)
+	}
+}
+
+func TestRunTraceBadInput(t *testing.T) {
+	r := newRepo(t, map[string]string{"f": "x"})
+	before := r.commitCount()
+	res := r.run("--trace-syscalls", "openat,notasyscall", "--", "true")
+	if res.code != 125 || !strings.Contains(res.stderr, "notasyscall") {
+		t.Errorf("unknown syscall: %s", res)
+	}
+	res = r.run("--trace-syscalls", "opnat", "--", "true")
+	if res.code != 125 || !strings.Contains(res.stderr, "openat") {
+		t.Errorf("no close name suggested: %s", res)
+	}
+	res = r.run("--trace-log", "/nonexistent-dir/x.log", "--", "true")
+	if res.code != 125 || !strings.Contains(res.stderr, "does not exist") {
+		t.Errorf("trace log in a missing directory: %s", res)
+	}
+	r.checkNothingRecorded(before)
+	res = r.art("trace", "HEAD")
+	if res.code != 1 || !strings.Contains(res.stderr, "not traced") {
+		t.Errorf("art trace of an untraced commit: %s", res)
+	}
+	if _, err := os.Stat("/nonexistent-dir"); err == nil {
+		t.Error("a directory was created for the trace log")
+	}
+}
