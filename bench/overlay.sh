@@ -133,7 +133,7 @@ git -C "$base/git" -c gc.auto=0 init -q
 timed commit.git sh -c "git -C '$base/git' -c gc.auto=0 add -A && git -C '$base/git' -c gc.auto=0 commit -qm x"
 # Commit after changing one file.
 mount_art "$base/ws" "$base/mnt"
-f=$(cd "$base/mnt/ws" && find . -name '*.go' | head -1)
+f=$(cd "$base/mnt/ws" && find . -name '*.go' -print -quit)
 echo "// changed" >>"$base/mnt/ws/$f"
 s=$(now)
 umount_art
