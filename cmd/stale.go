@@ -3,6 +3,7 @@ package cmd
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/artproject/art/fuse"
@@ -28,6 +29,12 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 		}
 		r.SetWorktreeState(w.ID, repo.StateInterrupted)
 		if w.Kind == "run" {
+			// The mount point of a run is art's own temporary directory
+			// (the dead art could not remove it); Remove only takes it
+			// when empty, i.e. no longer mounted.
+			if w.Mountpoint != "" {
+				os.Remove(w.Mountpoint)
+			}
 			// Every session is a commit: record the one art was killed in,
 			// with what it wrote up to its last flush.
 			if err := commitWorktree(g, r, w, ""); err != nil {

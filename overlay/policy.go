@@ -3,6 +3,7 @@ package overlay
 import (
 	"github.com/artproject/art/objects"
 	"github.com/artproject/art/policy"
+	"github.com/artproject/art/repo"
 )
 
 // Path policies are enforced here, in the model, so they hold for every
@@ -67,6 +68,13 @@ func canChange(n *inode) error {
 func (fs *FS) checkNewName(d *inode, name string, isDir bool) error {
 	if err := canChange(d); err != nil {
 		return err
+	}
+	if isDir && name == repo.DirName {
+		// .art directories hold a repository and its host-only config
+		// (binds.json, policy.json). push and pull skip them at any depth,
+		// so one made here would be recorded but never exported, and must
+		// never pass for the host's: refuse it, whatever the policy.
+		return errAccess
 	}
 	if fs.decide(d, name, isDir) < policy.Write {
 		return errAccess

@@ -117,9 +117,16 @@ func Init(path string) (*Repo, error) {
 	if _, err := os.Lstat(abs); err == nil {
 		return nil, fmt.Errorf("init %s: %w (use it with -d %s, or remove it first)", abs, ErrExists, abs)
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+	// The repository holds everything every session wrote: only its owner
+	// may read it (agents run as another user).
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("init %s: %w", abs, err)
 	}
+	f, err := os.OpenFile(abs, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("init %s: %w", abs, err)
+	}
+	f.Close()
 	r, err := open(abs, true)
 	if err != nil {
 		os.Remove(abs)

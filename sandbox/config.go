@@ -478,8 +478,25 @@ func hideTargets(hide []string, home string, binds []Bind, id identity) ([]hideT
 		reals = append(reals, real)
 	}
 	reachable := reachableAs(id, reals)
+	// A path inside a hidden directory is hidden with it. Covering it again
+	// would need a mount point inside that directory's read-only tmpfs,
+	// which bwrap cannot create (e.g. the repository file inside its .art).
+	var hiddenDirs []string
 	for _, real := range reals {
-		if !reachable[real] {
+		if st, err := os.Stat(real); err == nil && st.IsDir() && reachable[real] {
+			hiddenDirs = append(hiddenDirs, real)
+		}
+	}
+	covered := func(p string) bool {
+		for _, d := range hiddenDirs {
+			if rel, ok := within(p, d); ok && rel != "." {
+				return true
+			}
+		}
+		return false
+	}
+	for _, real := range reals {
+		if !reachable[real] || covered(real) {
 			continue
 		}
 		h := real

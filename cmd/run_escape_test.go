@@ -1,0 +1,291 @@
+package cmd
+
+// Escape attempts through art run (issue 4, "Tests"): each must fail and
+// have no effect. The workspace and its repository lie outside /tmp (see
+// newBase), so the host workspace is in the sandbox's read-only view of
+// the host and the repository has to be hidden for real.
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+func TestRunEscapes(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	writeFiles(t, r.base, map[string]string{"decoy/art.db": "not a repository\n"})
+	hostBefore := hashTree(t, r.ws)
+	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
+
+	// A host process to attack.
+	victim := exec.Command("sleep", "300")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { victim.Process.Kill(); victim.Wait() }()
+	vpid := victim.Process.Pid
+
+	// A listener on the host's loopback.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan string, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			b, _ := io.ReadAll(io.LimitReader(c, 64))
+			c.Close()
+			accepted <- string(b)
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	connect := fmt.Sprintf(`python3 -c 'import socket; s = socket.create_connection(("127.0.0.1", %d), timeout=5); s.sendall(b"hello"); s.close()'`, port)
+	noConnection := func(t *testing.T) {
+		select {
+		case m := <-accepted:
+			t.Errorf("the host listener got a connection from the sandbox (%q)", m)
+		default:
+		}
+	}
+	noFile := func(p string) func(t *testing.T) {
+		return func(t *testing.T) {
+			if _, err := os.Lstat(p); err == nil {
+				os.Remove(p)
+				t.Errorf("%s was created on the host", p)
+			}
+		}
+	}
+
+	hostWS := r.ws
+	tests := []struct {
+		name    string
+		script  string // exits 0 only if the escape worked
+		args    []string
+		env     []string
+		after   func(t *testing.T)
+		needs   string
+		wantOut string // the attempt's control output
+	}{
+		{name: "write /usr", script: "echo x > /usr/art-escape-" + tag, after: noFile("/usr/art-escape-" + tag)},
+		{name: "write /etc", script: "echo x > /etc/art-escape-" + tag, after: noFile("/etc/art-escape-" + tag)},
+		{name: "write the host workspace", script: "echo x > " + hostWS + "/escape.txt", after: noFile(filepath.Join(hostWS, "escape.txt"))},
+		{name: "delete in the host workspace", script: "rm " + hostWS + "/a.txt"},
+		{name: "read /etc/shadow", script: "cat /etc/shadow"},
+		// The control: find does see a decoy next to the workspace.
+		{name: "find the repository", script: "find / -name 'art.db*' 2>/dev/null >/tmp/found; grep -F " + r.base + "/decoy/art.db /tmp/found && echo DECOY-FOUND; grep -v -F " + r.base + "/decoy/ /tmp/found >&2; grep -F " + r.ws + " /tmp/found", wantOut: "DECOY-FOUND"},
+		{name: "read the repository file", script: "head -c 16 " + r.db + " | grep -a SQLite"},
+		{name: "list the repository directory", script: `test -n "$(ls -A ` + filepath.Dir(r.db) + `)"`},
+		{name: "the repository in the home", script: "ls -A /home/agent/WS/.art"},
+		{name: "list /root", script: `test -n "$(ls -A /root)"`},
+		{name: "loopback without --net", script: connect, after: noConnection},
+		{name: "mount", script: "mkdir -p /tmp/x && mount -t tmpfs none /tmp/x", needs: "mount"},
+		{name: "unshare", script: "unshare -r true", needs: "unshare"},
+		{name: "strace outside pid", script: fmt.Sprintf("timeout 5 strace -p %d -e trace=none -o /dev/null; test $? = 124", vpid), needs: "strace"},
+		{name: "ptrace outside pid", script: fmt.Sprintf(`python3 -c 'import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True); sys.exit(0 if libc.ptrace(16, %d, 0, 0) == 0 else 1)'`, vpid)},
+		{name: "kill outside pid", script: fmt.Sprintf("kill -9 %d", vpid)},
+		{name: "secret in the environment", script: "env | grep -e xyz -e ART_", env: []string{"ART_SECRET_TOKEN=xyz"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.needs != "" {
+				if _, err := exec.LookPath(tc.needs); err != nil {
+					t.Skipf("%s not installed", tc.needs)
+				}
+			}
+			r.t = t
+			args := append([]string{"run", "-i=false"}, tc.args...)
+			args = append(args, "--", "sh", "-c", "echo STARTED; "+tc.script)
+			res := runArt(t, r.ws, artEnv(tc.env...), nil, args...)
+			t.Logf("%s", res)
+			if !strings.HasPrefix(res.stdout, "STARTED\n") || res.code == 125 || res.code == 124 {
+				t.Fatalf("the attempt did not run: %s", res)
+			}
+			if res.code == 0 {
+				t.Errorf("escape %q succeeded:\n%s", tc.script, res)
+			}
+			if !strings.Contains(res.stdout, tc.wantOut) {
+				t.Errorf("the attempt's control failed: stdout lacks %q", tc.wantOut)
+			}
+			if tc.after != nil {
+				tc.after(t)
+			}
+		})
+	}
+	r.t = t
+
+	// The control: with --net the same connection works.
+	res := r.run("--net", "--", "sh", "-c", connect)
+	if res.code != 0 {
+		t.Errorf("connecting to the host's loopback with --net failed: %s", res)
+	} else {
+		select {
+		case m := <-accepted:
+			if m != "hello" {
+				t.Errorf("listener got %q", m)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("listener got nothing with --net")
+		}
+	}
+
+	// Only documented variables (and --env) pass.
+	res = runArt(t, r.ws, artEnv("ART_SECRET_TOKEN=xyz", "AWS_SECRET_ACCESS_KEY=abc"), nil, "run", "-i=false", "--env", "MINE=1", "--", "env")
+	if res.code != 0 {
+		t.Fatalf("env: %s", res)
+	}
+	allowed := map[string]bool{"HOME": true, "PATH": true, "PWD": true, "TERM": true, "LANG": true, "USER": true, "MINE": true, "SHLVL": true, "_": true}
+	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
+		k, _, _ := strings.Cut(line, "=")
+		if !allowed[k] {
+			t.Errorf("unexpected variable inside the sandbox: %q", line)
+		}
+	}
+	checkContains(t, "env inside", res.stdout, "MINE=1\n", "HOME=/home/agent\n", "USER=agent\n")
+	checkLacks(t, "env inside", res.stdout, "xyz", "abc")
+
+	if hashTree(t, r.ws) != hostBefore {
+		t.Errorf("the host workspace changed")
+	}
+	if err := victim.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the host process was harmed: %v", err)
+	}
+	if tracer := tracerPid(t, vpid); tracer != "0" {
+		t.Errorf("the host process is traced by %s", tracer)
+	}
+}
+
+func tracerPid(t *testing.T, pid int) string {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "TracerPid:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+// TestRunNoTIOCSTI: the caller's terminal, handed to a non-interactive
+// session as stdin/stdout/stderr, cannot be used to inject keystrokes
+// into the caller's shell (the sandbox is in a session of its own).
+func TestRunNoTIOCSTI(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptmx.Close()
+	script := `
+import fcntl, os, sys, termios
+print("isatty", os.isatty(0), os.isatty(1))
+hits = []
+for fd in (0, 1, 2):
+    try:
+        fcntl.ioctl(fd, termios.TIOCSTI, b"x")
+        hits.append(fd)
+    except OSError:
+        pass
+try:
+    fd = os.open("/dev/tty", os.O_RDWR)
+    fcntl.ioctl(fd, termios.TIOCSTI, b"x")
+    hits.append("/dev/tty")
+except OSError:
+    pass
+print("INJECTED" if hits else "refused", hits)
+sys.exit(1 if hits else 0)
+`
+	c := exec.Command(artBinary(t), "run", "-i=false", "--", "python3", "-c", script)
+	c.Dir = r.ws
+	c.Env = artEnv()
+	c.Stdin, c.Stdout, c.Stderr = tty, tty, tty
+	// The terminal is art's controlling terminal, as in a user's shell.
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tty.Close()
+	out := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(ptmx) // ends with EIO once art is gone
+		out <- string(b)
+	}()
+	err = c.Wait()
+	var output string
+	select {
+	case output = <-out:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no EOF on the terminal")
+	}
+	if err != nil {
+		t.Errorf("art: %v\n%s", err, output)
+	}
+	checkContains(t, "terminal output", output, "isatty True True", "\nrefused []")
+	checkLacks(t, "terminal output", output, "\nINJECTED [")
+}
+
+// TestRunAgentConfigIgnored: binds.json and policy.json come from the
+// host's .art/config only. The agent cannot create .art directories in its
+// home, and whatever it writes never takes effect on a later run, not even
+// after the session is exported with art pull.
+func TestRunAgentConfigIgnored(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	base := r.head()
+	binds := `[{"host": "/", "guest": "/tmp/hostroot", "readonly": false}]`
+	policy := `{"default": "none", "rules": []}`
+	res := r.run("--", "sh", "-c", fmt.Sprintf(`
+mkdir .art && echo "MKDIR-OK"
+mkdir sub && mv -T sub .art && echo "RENAME-OK"
+mkdir -p deep/.art && echo "DEEP-OK"
+mkdir -p .art/config; echo '%s' > .art/config/binds.json; echo '%s' > .art/config/policy.json
+mkdir -p /home/agent/.art/config && echo "HOME-OK"
+true`, binds, policy))
+	if res.code != 0 {
+		t.Fatalf("%s", res)
+	}
+	checkLacks(t, "stdout", res.stdout, "MKDIR-OK", "RENAME-OK", "DEEP-OK", "HOME-OK")
+	for path := range r.nameStatus(base, "HEAD") {
+		if strings.Contains(path, ".art") {
+			t.Errorf("the session recorded %s", path)
+		}
+	}
+	for _, name := range []string{"binds.json", "policy.json"} {
+		if _, err := os.Stat(filepath.Join(r.ws, ".art", "config", name)); err == nil {
+			t.Errorf("host .art/config/%s exists after the agent's session", name)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		res := r.run("--", "sh", "-c", "test ! -e /tmp/hostroot && cat a.txt")
+		if res.code != 0 || res.stdout != "a\n" {
+			t.Errorf("%s: the agent's config took effect: %s", when, res)
+		}
+		if p := r.show("HEAD").Session.Policy; len(p) != 0 {
+			t.Errorf("%s: a policy was recorded: %s", when, p)
+		}
+	}
+	check("next run")
+	r.mustArt("pull", "-m", r.ws, "--commit", "HEAD")
+	check("after art pull")
+}

@@ -1,0 +1,669 @@
+package cmd
+
+// End-to-end tests of art run (issue 4): real bwrap, real FUSE, real
+// SQLite, through the art binary. Helpers are in run_helpers_test.go; the
+// escape attempts in run_escape_test.go; path policies in
+// run_policy_test.go.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestRunExitStatus: art exits with the command's status, however it
+// ended, and records every session as a commit (even when nothing
+// changed, the command failed or could not run) with argv, status, times
+// and mode "run".
+func TestRunExitStatus(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string // after art run -i=false
+		argv   []string // recorded
+		code   int
+		status string
+		signal string
+		stderr string
+	}{
+		{"exit 0", []string{"--", "true"}, []string{"true"}, 0, "exited", "", ""},
+		{"exit 3", []string{"--", "sh", "-c", "exit 3"}, []string{"sh", "-c", "exit 3"}, 3, "exited", "", ""},
+		{"SIGKILL", []string{"--", "sh", "-c", "kill -9 $$"}, []string{"sh", "-c", "kill -9 $$"}, 137, "signaled", "SIGKILL", "killed by SIGKILL"},
+		{"SIGTERM", []string{"--", "sh", "-c", "kill -TERM $$"}, []string{"sh", "-c", "kill -TERM $$"}, 143, "signaled", "SIGTERM", "killed by SIGTERM"},
+		{"not found", []string{"--", "no-such-command-art-test"}, []string{"no-such-command-art-test"}, 127, "exited", "", "not found"},
+		{"not executable", []string{"--", "./noexec.sh"}, []string{"./noexec.sh"}, 126, "exited", "", "Permission denied"},
+		{"timeout", []string{"--timeout", "1s", "--", "sleep", "30"}, []string{"sleep", "30"}, 124, "timed out", "", "timed out"},
+		{"default message and -M", []string{"-M", "my message", "--", "true"}, []string{"true"}, 0, "exited", "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRepo(t, map[string]string{"a.txt": "a\n", "noexec.sh": "#!/bin/sh\necho hi\n"})
+			parent := r.show("HEAD")
+			n := r.commitCount()
+			begin := time.Now()
+			res := r.run(tc.args...)
+			finish := time.Now()
+			if res.code != tc.code {
+				t.Fatalf("exit status %d, want %d\n%s", res.code, tc.code, res)
+			}
+			checkContains(t, "stderr", res.stderr, "art: session recorded as ", tc.stderr)
+			if got := r.commitCount(); got != n+1 {
+				t.Fatalf("%d commits after the session, want %d", got, n+1)
+			}
+			c := r.show("HEAD")
+			if !slices.Equal(c.Parents, []string{parent.ID}) {
+				t.Errorf("parents %v, want [%s]", c.Parents, parent.ID)
+			}
+			// Nothing changed, and still a commit.
+			if c.Tree != parent.Tree || c.Added+c.Modified+c.Deleted != 0 {
+				t.Errorf("tree %s (+%d ~%d -%d), want the parent's %s unchanged", c.Tree, c.Added, c.Modified, c.Deleted, parent.Tree)
+			}
+			s := c.Session
+			if s == nil {
+				t.Fatalf("commit has no session: %+v", c)
+			}
+			if s.Mode != "run" || !slices.Equal(s.Argv, tc.argv) || s.Status != tc.status || s.ExitCode != tc.code || s.Signal != tc.signal || s.Workspace != "WS" || s.Version == "" {
+				t.Errorf("session %+v, want mode run, argv %q, status %q, exit %d, signal %q", s, tc.argv, tc.status, tc.code, tc.signal)
+			}
+			start, end := time.Unix(0, s.Start), time.Unix(0, s.End)
+			if start.Before(begin.Add(-time.Second)) || end.After(finish.Add(time.Second)) || end.Before(start) {
+				t.Errorf("session start %v end %v, not within the run %v .. %v", start, end, begin, finish)
+			}
+			wantMsg := "run: " + strings.Join(tc.argv, " ")
+			if slices.Contains(tc.args, "-M") {
+				wantMsg = "my message"
+			}
+			if c.Message != wantMsg {
+				t.Errorf("message %q, want %q", c.Message, wantMsg)
+			}
+			if tc.status == "timed out" {
+				if d := end.Sub(start); d < 900*time.Millisecond || d > 20*time.Second {
+					t.Errorf("timed-out session lasted %v, want about 1s", d)
+				}
+			}
+			text := r.mustArt("show", "HEAD").stdout
+			checkContains(t, "art show", text, "Session: run", tc.argv[0])
+			if tc.status == "timed out" {
+				checkContains(t, "art show", text, "timed out")
+			}
+		})
+	}
+}
+
+// TestRunStdio: stdin, stdout and stderr pass through separately, and art's
+// own messages (branch created, host drift warning, session recorded) go to
+// stderr only.
+func TestRunStdio(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	writeFiles(t, r.ws, map[string]string{"drift.txt": "changed on the host\n"})
+	res := runArt(t, r.ws, artEnv(), strings.NewReader("IN\n"), "run", "-i=false", "-b", "fresh", "--", "sh", "-c", "echo out; echo err >&2; cat")
+	if res.code != 0 {
+		t.Fatalf("%s", res)
+	}
+	if res.stdout != "out\nIN\n" {
+		t.Errorf("stdout %q, want %q", res.stdout, "out\nIN\n")
+	}
+	checkContains(t, "stderr", res.stderr, "art: created branch fresh", "art: warning: ", "art push", "art: session recorded as ")
+	for _, line := range strings.Split(strings.TrimSuffix(res.stderr, "\n"), "\n") {
+		if line != "err" && !strings.HasPrefix(line, "art: ") {
+			t.Errorf("unexpected stderr line %q", line)
+		}
+	}
+	if !strings.Contains(res.stderr, "\nerr\n") && !strings.HasPrefix(res.stderr, "err\n") {
+		t.Errorf("stderr lacks the command's own line:\n%s", res.stderr)
+	}
+}
+
+// TestRunRecordsChanges: what the command writes lands in the commit and
+// never on the host; deletions are recorded; art pull --commit exports it.
+func TestRunRecordsChanges(t *testing.T) {
+	r := newRepo(t, map[string]string{
+		"keep.txt": "keep\n", "mod.txt": "old\n", "del.txt": "bye\n", "dir/sub.txt": "sub\n",
+	})
+	base := r.head()
+	hostBefore := hashTree(t, r.ws)
+	res := r.run("--", "sh", "-c", "set -e; echo new > new.txt; echo more >> mod.txt; rm del.txt; rm -r dir; mkdir d2; echo y > d2/y.txt; ln -s keep.txt link; cat keep.txt")
+	if res.code != 0 {
+		t.Fatalf("%s", res)
+	}
+	if res.stdout != "keep\n" {
+		t.Errorf("stdout %q", res.stdout)
+	}
+	if h := hashTree(t, r.ws); h != hostBefore {
+		t.Errorf("the host workspace changed during an overlay session")
+	}
+	for _, name := range []string{"new.txt", "d2", "link"} {
+		if _, err := os.Lstat(filepath.Join(r.ws, name)); err == nil {
+			t.Errorf("%s appeared on the host", name)
+		}
+	}
+	got := r.nameStatus(base, "HEAD")
+	want := map[string]string{
+		"WS/new.txt": "A", "WS/mod.txt": "M", "WS/del.txt": "D", "WS/dir/sub.txt": "D",
+		"WS/d2/y.txt": "A", "WS/link": "A",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("art diff --name-status: %v, want %v", got, want)
+	}
+	c := r.show("HEAD")
+	if c.Added != 3 || c.Modified != 1 || c.Deleted != 2 || c.Parents[0] != base {
+		t.Errorf("art show --json: +%d ~%d -%d parents %v, want +3 ~1 -2 on %s", c.Added, c.Modified, c.Deleted, c.Parents, base)
+	}
+
+	r.mustArt("pull", "-m", r.ws, "--commit", "HEAD")
+	for name, content := range map[string]string{"new.txt": "new\n", "mod.txt": "old\nmore\n", "keep.txt": "keep\n", "d2/y.txt": "y\n"} {
+		if got := readFile(t, filepath.Join(r.ws, name)); got != content {
+			t.Errorf("after pull, %s = %q, want %q", name, got, content)
+		}
+	}
+	if target, err := os.Readlink(filepath.Join(r.ws, "link")); err != nil || target != "keep.txt" {
+		t.Errorf("after pull, link -> %q (%v), want keep.txt", target, err)
+	}
+	for _, name := range []string{"del.txt", "dir"} {
+		if _, err := os.Lstat(filepath.Join(r.ws, name)); err == nil {
+			t.Errorf("after pull, %s is still on the host", name)
+		}
+	}
+}
+
+// TestRunParallelBranches: sessions on two branches run at the same time
+// and both are recorded; a second session on a branch with a live session
+// is refused with the -b hint and records nothing.
+func TestRunParallelBranches(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	base := r.head()
+	// The sessions wait for a file the test creates, seen through a
+	// read-only bind: so they surely overlap, without fixed sleeps.
+	signal := filepath.Join(r.base, "signal")
+	if err := os.Mkdir(signal, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.writeConfig("binds.json", fmt.Sprintf(`[{"host": %q, "guest": "/tmp/signal"}]`, signal))
+	script := func(file string) string {
+		return fmt.Sprintf("echo %s > %s; i=0; while [ ! -e /tmp/signal/go ]; do i=$((i+1)); [ $i -gt 1200 ] && exit 9; sleep 0.05; done", file, file)
+	}
+	_, waitA := r.start("run", "-i=false", "-b", "a", "--", "sh", "-c", script("fa"))
+	_, waitB := r.start("run", "-i=false", "-b", "b", "--", "sh", "-c", script("fb"))
+	waitFor(t, "live sessions on a and b", 30*time.Second, func() bool {
+		live := map[string]bool{}
+		for _, w := range r.status().Worktrees {
+			if w.State == "live" {
+				live[w.Branch] = true
+			}
+		}
+		return live["a"] && live["b"]
+	})
+
+	n := r.commitCount()
+	res := r.run("-b", "a", "--", "sh", "-c", "echo intruder > intruder.txt")
+	if res.code != 125 {
+		t.Errorf("second session on branch a: exit %d, want 125\n%s", res.code, res)
+	}
+	checkContains(t, "refusal", res.stderr, "branch a", "-b ")
+	if got := r.commitCount(); got != n {
+		t.Errorf("the refused session recorded something: %d commits, want %d", got, n)
+	}
+
+	if err := os.WriteFile(filepath.Join(signal, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ra, rb := waitA(), waitB()
+	if ra.code != 0 || rb.code != 0 {
+		t.Fatalf("sessions: a %s\nb %s", ra, rb)
+	}
+	checkContains(t, "a's stderr", ra.stderr, "created branch a", "on a (")
+	checkContains(t, "b's stderr", rb.stderr, "created branch b", "on b (")
+	a, b := r.show("a"), r.show("b")
+	if !slices.Equal(a.Parents, []string{base}) || !slices.Equal(b.Parents, []string{base}) {
+		t.Errorf("parents: a %v, b %v, want both [%s]", a.Parents, b.Parents, base)
+	}
+	if !(a.Session.Start < b.Session.End && b.Session.Start < a.Session.End) {
+		t.Errorf("sessions did not overlap: a %d..%d, b %d..%d", a.Session.Start, a.Session.End, b.Session.Start, b.Session.End)
+	}
+	if got := r.commitCount(); got != n+2 {
+		t.Errorf("%d commits, want %d", got, n+2)
+	}
+	if got, want := r.nameStatus("a", "b"), map[string]string{"WS/fa": "D", "WS/fb": "A"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("art diff a b: %v, want %v", got, want)
+	}
+	if got := r.nameStatus(base, "a"); fmt.Sprint(got) != fmt.Sprint(map[string]string{"WS/fa": "A"}) {
+		t.Errorf("branch a changed %v, want only WS/fa", got)
+	}
+	r.mustArt("pull", "-m", r.ws, "--commit", "b")
+	if got := readFile(t, filepath.Join(r.ws, "fb")); got != "fb\n" {
+		t.Errorf("pulled fb = %q", got)
+	}
+}
+
+// TestRunBranchFlag: -b NEW creates the branch from HEAD and says so; -b
+// with an existing branch runs there; a hex name that is no branch is
+// refused.
+func TestRunBranchFlag(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	main0 := r.head()
+	res := r.run("-b", "feature", "--", "sh", "-c", "echo f > f.txt")
+	if res.code != 0 {
+		t.Fatalf("%s", res)
+	}
+	checkContains(t, "stderr", res.stderr, "art: created branch feature at "+main0[:12])
+	if res.stdout != "" {
+		t.Errorf("stdout %q, want nothing", res.stdout)
+	}
+	f1 := r.show("feature")
+	if !slices.Equal(f1.Parents, []string{main0}) {
+		t.Errorf("feature's first session has parents %v, want [%s]", f1.Parents, main0)
+	}
+	if got := r.show("main").ID; got != main0 {
+		t.Errorf("main moved to %s", got)
+	}
+
+	res = r.run("-b", "feature", "--", "sh", "-c", "test -e f.txt && echo g > g.txt")
+	if res.code != 0 {
+		t.Fatalf("second session on feature (does not see f.txt?): %s", res)
+	}
+	checkLacks(t, "stderr", res.stderr, "created branch")
+	f2 := r.show("feature")
+	if !slices.Equal(f2.Parents, []string{f1.ID}) {
+		t.Errorf("feature's second session has parents %v, want [%s]", f2.Parents, f1.ID)
+	}
+	if got := r.show("main").ID; got != main0 {
+		t.Errorf("main moved to %s", got)
+	}
+
+	n := r.commitCount()
+	res = r.run("-b", "a1b2c3d4", "--", "sh", "-c", "echo RAN")
+	if res.code != 125 {
+		t.Errorf("-b a1b2c3d4: exit %d, want 125\n%s", res.code, res)
+	}
+	checkContains(t, "stderr", res.stderr, `"a1b2c3d4"`, "art branch NAME")
+	checkLacks(t, "stdout", res.stdout, "RAN")
+	r.checkNothingRecorded(n)
+	if res := r.art("show", "a1b2c3d4"); res.code == 0 {
+		t.Errorf("branch a1b2c3d4 was created")
+	}
+}
+
+// TestRunInterruptedRecovery: after kill -9 of art, the sandbox dies with
+// it, and the next art command removes the stale mount and records the
+// session as interrupted, with what it wrote.
+func TestRunInterruptedRecovery(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	base := r.head()
+	marker := fmt.Sprintf("art-interrupt-marker-%d", time.Now().UnixNano())
+	script := "echo data > f; sync; sleep 60; : " + marker
+	c, wait := r.start("run", "-i=false", "--", "sh", "-c", script)
+
+	var mnt string
+	waitFor(t, "the live session's mount", 30*time.Second, func() bool {
+		for _, w := range r.status().Worktrees {
+			if w.State == "live" && w.Mountpoint != "" {
+				mnt = w.Mountpoint
+				return true
+			}
+		}
+		return false
+	})
+	if !mounted(t, mnt) {
+		t.Fatalf("%s is not in /proc/self/mountinfo", mnt)
+	}
+	waitFor(t, "f in the session's home", 30*time.Second, func() bool {
+		b, err := os.ReadFile(filepath.Join(mnt, "WS", "f"))
+		return err == nil && string(b) == "data\n"
+	})
+
+	if err := c.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(); res.code != -1 {
+		t.Logf("art after SIGKILL: %s", res)
+	}
+	waitFor(t, "the sandbox to die with art", 10*time.Second, func() bool { return !processWith(marker) })
+
+	res := r.art("log", "--json")
+	if res.code != 0 {
+		t.Fatalf("art log after the kill: %s", res)
+	}
+	checkContains(t, "art log's stderr", res.stderr, "removed the stale mount", "recorded the interrupted session")
+	if !strings.HasPrefix(strings.TrimSpace(res.stdout), "[") {
+		t.Errorf("art log --json output is not JSON (recovery messages on stdout?):\n%s", res.stdout)
+	}
+	if mounted(t, mnt) {
+		t.Errorf("stale mount %s is still there", mnt)
+	}
+	if _, err := os.Lstat(mnt); err == nil {
+		t.Errorf("the stale mount point %s was left behind", mnt)
+	}
+	c2 := r.show("HEAD")
+	if s := c2.Session; s == nil || s.Status != "interrupted" || s.Mode != "run" || !slices.Equal(s.Argv, []string{"sh", "-c", script}) {
+		t.Errorf("recorded session %+v, want an interrupted run of %q", c2.Session, script)
+	}
+	if !slices.Equal(c2.Parents, []string{base}) {
+		t.Errorf("parents %v, want [%s]", c2.Parents, base)
+	}
+	if got := r.nameStatus(base, "HEAD"); got["WS/f"] != "A" || len(got) != 1 {
+		t.Errorf("interrupted session changed %v, want WS/f added", got)
+	}
+	if wts := r.status().Worktrees; len(wts) != 0 {
+		t.Errorf("worktrees left: %+v", wts)
+	}
+	res = r.art("fsck")
+	if res.code != 0 || !strings.Contains(res.stdout, "no problems") {
+		t.Errorf("art fsck: %s", res)
+	}
+	r.mustArt("pull", "-m", r.ws, "--commit", "HEAD")
+	if got := readFile(t, filepath.Join(r.ws, "f")); got != "data\n" {
+		t.Errorf("pulled f = %q", got)
+	}
+}
+
+// TestRunBinds: binds.json from the host's .art/config: read-only by
+// default (relative host paths are relative to the workspace), read-write
+// with "readonly": false.
+func TestRunBinds(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	ro, rw := filepath.Join(r.base, "ro"), filepath.Join(r.base, "rw")
+	writeFiles(t, ro, map[string]string{"r.txt": "readonly data\n"})
+	if err := os.Mkdir(rw, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(rw, 0o777) // the agent runs as an unprivileged user
+	roHash := hashTree(t, ro)
+	r.writeConfig("binds.json", fmt.Sprintf(`[
+  {"host": "../ro", "guest": "/tmp/ro"},
+  {"host": %q, "guest": "/tmp/rw", "readonly": false}
+]`, rw))
+	res := r.run("--", "sh", "-c", "cat /tmp/ro/r.txt; if echo x > /tmp/ro/new.txt || rm -f /tmp/ro/r.txt; then echo RO-WRITABLE; fi; echo w > /tmp/rw/w.txt")
+	if res.code != 0 {
+		t.Fatalf("%s", res)
+	}
+	checkContains(t, "stdout", res.stdout, "readonly data")
+	checkLacks(t, "stdout", res.stdout, "RO-WRITABLE")
+	if hashTree(t, ro) != roHash {
+		t.Errorf("the read-only bind's host directory changed")
+	}
+	if got := readFile(t, filepath.Join(rw, "w.txt")); got != "w\n" {
+		t.Errorf("rw bind: host w.txt = %q", got)
+	}
+}
+
+// TestRunBadBinds: a bad binds.json stops art run before anything starts:
+// exit 125, a message naming the file and the entry, nothing recorded.
+func TestRunBadBinds(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	tests := []struct {
+		name, binds string
+		want        []string
+	}{
+		{"bad JSON", `[{"host": "/usr", "guest": "/tmp/x",}]`, []string{"binds.json", "not a valid binds file", "line 1"}},
+		{"not an array", `{"host": "/usr"}`, []string{"binds.json", "JSON array"}},
+		{"missing host path", `[{"host": "/nonexistent-art-test-dir", "guest": "/tmp/x"}]`, []string{"binds.json", "entry 0", "/nonexistent-art-test-dir", "does not exist"}},
+		{"relative guest path", `[{"host": "/usr", "guest": "mnt/x"}]`, []string{"entry 0", `"mnt/x"`, "relative"}},
+		{"guest is the home", `[{"host": "/usr", "guest": "/home/agent"}]`, []string{"entry 0", "/home/agent"}},
+		{"guest above the home", `[{"host": "/usr", "guest": "/home"}]`, []string{"entry 0", `"/home"`}},
+		{"second entry", `[{"host": "/usr", "guest": "/tmp/ok"}, {"host": "/usr", "guest": "rel"}]`, []string{"entry 1", `"rel"`}},
+		{"unknown field", `[{"host": "/usr", "guest": "/tmp/x", "mode": "rw"}]`, []string{"entry 0", "mode"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r.t = t
+			r.writeConfig("binds.json", tc.binds)
+			n := r.commitCount()
+			res := r.run("--", "sh", "-c", "echo RAN")
+			if res.code != 125 {
+				t.Errorf("exit %d, want 125\n%s", res.code, res)
+			}
+			checkContains(t, "stderr", res.stderr, append([]string{"art: "}, tc.want...)...)
+			if res.stdout != "" {
+				t.Errorf("stdout %q, want nothing (the command must not run)", res.stdout)
+			}
+			r.checkNothingRecorded(n)
+		})
+	}
+}
+
+// directPlant is run in direct mode: it lists the workspace, writes it,
+// and tries to plant a binds.json for the next run in the host's .art
+// (exposing the host's /tmp, which the sandbox otherwise replaces).
+const directPlant = `ls -A; echo direct > direct.txt; rm -f a.txt
+mkdir -p .art/config 2>/dev/null; echo '[{"host": "/tmp", "guest": "/mnt"}]' > .art/config/binds.json 2>/dev/null && echo PLANTED
+echo ".art holds: $(ls -A .art 2>/dev/null)"`
+
+// TestRunDirect: --direct, or no repository, binds the host workspace
+// read-write, records nothing and says so on stderr; the host's .art stays
+// out of the agent's reach.
+func TestRunDirect(t *testing.T) {
+	checkDirect := func(t *testing.T, ws string, res artResult) {
+		t.Helper()
+		if res.code != 0 {
+			t.Fatalf("%s", res)
+		}
+		if got := readFile(t, filepath.Join(ws, "direct.txt")); got != "direct\n" {
+			t.Errorf("host direct.txt = %q", got)
+		}
+		if _, err := os.Stat(filepath.Join(ws, "a.txt")); err == nil {
+			t.Errorf("a.txt deleted inside is still on the host")
+		}
+		checkContains(t, "stdout", res.stdout, "a.txt\n", ".art holds: \n")
+		checkLacks(t, "stdout", res.stdout, "PLANTED", "art.db")
+		if _, err := os.Stat(filepath.Join(ws, ".art", "config", "binds.json")); err == nil {
+			t.Errorf("the agent wrote the host's .art/config/binds.json")
+		}
+		// The next run is not affected: it does not see the host's /tmp.
+		marker, err := os.CreateTemp("/tmp", "art-run-marker-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		marker.Close()
+		defer os.Remove(marker.Name())
+		res = runArt(t, ws, artEnv(), nil, "run", "-i=false", "--direct", "--", "test", "!", "-e", "/mnt/"+filepath.Base(marker.Name()))
+		if res.code != 0 {
+			t.Errorf("the next run sees the planted bind: %s", res)
+		}
+	}
+	t.Run("--direct", func(t *testing.T) {
+		r := newRepo(t, map[string]string{"a.txt": "a\n"})
+		os.Chmod(r.ws, 0o777) // the agent runs as an unprivileged host user
+		n := r.commitCount()
+		res := r.run("--direct", "--", "sh", "-c", directPlant)
+		checkContains(t, "stderr", res.stderr, "direct mode", "nothing is recorded")
+		checkDirect(t, r.ws, res)
+		r.checkNothingRecorded(n)
+	})
+	t.Run("no repository", func(t *testing.T) {
+		requireSandbox(t)
+		base := newBase(t)
+		ws := filepath.Join(base, "plain")
+		writeFiles(t, ws, map[string]string{"a.txt": "a\n"})
+		os.Chmod(ws, 0o777)
+		res := runArt(t, ws, artEnv(), nil, "run", "-i=false", "--", "sh", "-c", directPlant)
+		checkContains(t, "stderr", res.stderr, "no repository found", "direct mode", "art init")
+		checkDirect(t, ws, res)
+		for _, p := range []string{filepath.Join(ws, ".art"), filepath.Join(base, ".art")} {
+			if _, err := os.Stat(p); err == nil {
+				t.Errorf("direct mode left %s behind", p)
+			}
+		}
+	})
+}
+
+// TestRunBadInput: art run's own bad input is art failing: a clear message,
+// exit 125, nothing started, nothing recorded, host unchanged.
+func TestRunBadInput(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	file := filepath.Join(r.ws, "a.txt")
+	emptyPath := filepath.Join(r.base, "empty-path")
+	if err := os.Mkdir(emptyPath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hostBefore := hashTree(t, r.ws)
+	cmd := []string{"--", "sh", "-c", "echo RAN"}
+	tests := []struct {
+		name string
+		args []string
+		env  []string
+		want []string
+	}{
+		{"-m missing", []string{"run", "-i=false", "-m", filepath.Join(r.base, "nope")}, nil, []string{"nope", "no such file"}},
+		{"-m not a directory", []string{"run", "-i=false", "-m", file}, nil, []string{"a.txt", "not a directory"}},
+		{"--timeout abc", []string{"run", "-i=false", "--timeout", "abc"}, nil, []string{"--timeout", `"abc"`}},
+		{"--timeout negative", []string{"run", "-i=false", "--timeout", "-1s"}, nil, []string{"--timeout"}},
+		{"--memory 12Q", []string{"run", "-i=false", "--memory", "12Q"}, nil, []string{"--memory", "12Q"}},
+		{"--pids abc", []string{"run", "-i=false", "--pids", "abc"}, nil, []string{"--pids"}},
+		{"unknown flag", []string{"run", "-i=false", "--bogus"}, nil, []string{"unknown flag: --bogus"}},
+		{"unknown shorthand", []string{"run", "-i=false", "-Z"}, nil, []string{"unknown shorthand flag: 'Z'"}},
+		{"bare art, bad --timeout", []string{"-i=false", "--timeout", "abc"}, nil, []string{"--timeout"}},
+		{"bare art, unknown flag", []string{"-i=false", "--bogus"}, nil, []string{"unknown flag: --bogus"}},
+		{"bad --env", []string{"run", "-i=false", "--env", "NOT VALID"}, nil, []string{"NOT VALID"}},
+		{"bad branch name", []string{"run", "-i=false", "-b", "a..b"}, nil, []string{"a..b"}},
+		{"--user root", []string{"run", "-i=false", "--user", "root"}, nil, []string{"root"}},
+		{"bwrap missing", []string{"run", "-i=false"}, []string{"PATH=" + emptyPath}, []string{"bwrap", "install"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r.t = t
+			n := r.commitCount()
+			res := runArt(t, r.ws, artEnv(tc.env...), nil, append(tc.args, cmd...)...)
+			if res.code != 125 {
+				t.Errorf("exit %d, want 125\n%s", res.code, res)
+			}
+			if res.stdout != "" {
+				t.Errorf("stdout %q, want nothing", res.stdout)
+			}
+			checkContains(t, "stderr", res.stderr, append([]string{"art: "}, tc.want...)...)
+			r.checkNothingRecorded(n)
+			if hashTree(t, r.ws) != hostBefore {
+				t.Errorf("host workspace changed")
+			}
+		})
+	}
+	// Other commands keep exit status 2 for usage errors.
+	r.t = t
+	if res := r.art("log", "--bogus"); res.code != 2 {
+		t.Errorf("art log --bogus: exit %d, want 2", res.code)
+	}
+}
+
+// TestRunSignalToArt: SIGINT, SIGTERM or SIGHUP to art kills the whole
+// sandbox, removes the mount and still records the session, as
+// interrupted by that signal, with what it wrote.
+func TestRunSignalToArt(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(signalName(sig), func(t *testing.T) {
+			t.Parallel()
+			r := newRepo(t, map[string]string{"a.txt": "a\n"})
+			base := r.head()
+			marker := fmt.Sprintf("art-signal-marker-%d-%d", sig, time.Now().UnixNano())
+			c, wait := r.start("run", "-i=false", "--", "sh", "-c", "echo data > f; sleep 60; : "+marker)
+			var mnt string
+			waitFor(t, "f in the session's home", 30*time.Second, func() bool {
+				for _, w := range r.status().Worktrees {
+					if w.State == "live" && w.Mountpoint != "" {
+						mnt = w.Mountpoint
+					}
+				}
+				if mnt == "" {
+					return false
+				}
+				b, err := os.ReadFile(filepath.Join(mnt, "WS", "f"))
+				return err == nil && string(b) == "data\n"
+			})
+			if err := c.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			res := wait()
+			if res.code != 128+int(sig) {
+				t.Errorf("art exited %d, want %d\n%s", res.code, 128+int(sig), res)
+			}
+			checkContains(t, "stderr", res.stderr, "art: session recorded as ", "interrupted")
+			if processWith(marker) {
+				t.Errorf("sandbox processes survived art")
+			}
+			if mounted(t, mnt) {
+				t.Errorf("mount %s left behind", mnt)
+			}
+			c2 := r.show("HEAD")
+			if s := c2.Session; s == nil || s.Status != "interrupted" || s.Signal != signalName(sig) || s.ExitCode != 128+int(sig) {
+				t.Errorf("session %+v, want interrupted by %s", c2.Session, signalName(sig))
+			}
+			if got := r.nameStatus(base, "HEAD"); got["WS/f"] != "A" {
+				t.Errorf("session changes %v, want WS/f added", got)
+			}
+			if wts := r.status().Worktrees; len(wts) != 0 {
+				t.Errorf("worktrees left: %+v", wts)
+			}
+		})
+	}
+}
+
+// TestRunEmptyRepoImports: a session in an empty repository first imports
+// the host workspace (as art push) and says so.
+func TestRunEmptyRepoImports(t *testing.T) {
+	requireSandbox(t)
+	base := newBase(t)
+	ws := filepath.Join(base, "WS")
+	writeFiles(t, ws, map[string]string{"a.txt": "from the host\n"})
+	r := &testRepo{t: t, base: base, ws: ws, db: filepath.Join(ws, ".art", "art.db")}
+	r.mustArt("init", "-m", ws)
+	res := r.run("--", "sh", "-c", "cat a.txt; echo more > b.txt")
+	if res.code != 0 || res.stdout != "from the host\n" {
+		t.Fatalf("%s", res)
+	}
+	checkContains(t, "stderr", res.stderr, "empty repository; importing")
+	cs := r.commits()
+	if len(cs) != 2 || cs[1].Session == nil || cs[1].Session.Mode != "push" || cs[0].Session == nil || cs[0].Session.Mode != "run" {
+		t.Fatalf("commits %+v, want the import and the session", cs)
+	}
+	if got := r.nameStatus(cs[1].ID, cs[0].ID); fmt.Sprint(got) != fmt.Sprint(map[string]string{"WS/b.txt": "A"}) {
+		t.Errorf("session changed %v", got)
+	}
+}
+
+// TestRunBareArt: bare 'art [flags] [-- command]' is art run.
+func TestRunBareArt(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	n := r.commitCount()
+	res := r.art("-i=false", "-M", "bare", "--", "sh", "-c", "cat a.txt; exit 5")
+	if res.code != 5 || res.stdout != "a\n" {
+		t.Fatalf("%s", res)
+	}
+	c := r.show("HEAD")
+	if r.commitCount() != n+1 || c.Message != "bare" || c.Session.Mode != "run" || c.Session.ExitCode != 5 {
+		t.Errorf("commit %+v session %+v", c, c.Session)
+	}
+}
+
+// TestRunRepositoryElsewhere: a repository outside the workspace (-d or
+// $ART_DB) is hidden from the sandbox just as well.
+func TestRunRepositoryElsewhere(t *testing.T) {
+	requireSandbox(t)
+	base := newBase(t)
+	ws := filepath.Join(base, "WS")
+	writeFiles(t, ws, map[string]string{"a.txt": "a\n"})
+	db := filepath.Join(base, "store", "repo.db")
+	if err := os.Mkdir(filepath.Dir(db), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := artEnv("ART_DB=" + db)
+	for _, args := range [][]string{{"init", "-m", ws, "-d", db}, {"push", "-m", ws, "-q"}} {
+		if res := runArt(t, ws, env, nil, args...); res.code != 0 {
+			t.Fatalf("art %q: %s", args, res)
+		}
+	}
+	script := "find / -name 'repo.db*' 2>/dev/null | grep -F " + base + "; ls -A " + filepath.Dir(db) + "; head -c 16 " + db + " | grep -a SQLite; echo STILL-HERE"
+	res := runArt(t, ws, env, nil, "run", "-i=false", "--", "sh", "-c", script)
+	if res.code != 0 {
+		t.Fatalf("%s", res)
+	}
+	if res.stdout != "STILL-HERE\n" {
+		t.Errorf("the repository is visible inside:\n%s", res)
+	}
+	res = runArt(t, ws, env, nil, "log", "--json")
+	if res.code != 0 || !strings.Contains(res.stdout, `"run: sh -c`) {
+		t.Errorf("the session was not recorded in %s: %s", db, res)
+	}
+}
