@@ -604,39 +604,67 @@ func shQuote(s string) string {
 }
 
 // reachableAs reports which paths the agent's user can stat. When the agent
-// runs as the caller that is simply lstat; when root switches to another
-// user, a tiny /bin/sh probe runs as that user, so the kernel decides
-// (ACLs included). If the probe cannot run, every path counts as reachable.
+// runs as the caller that is simply lstat. When root switches to another
+// user, every directory on the way must grant that user search permission;
+// this is decided from the mode bits, in process (a probe process would
+// cost more than the rest of a short run). A directory carrying an ACL
+// counts as searchable: wrongly calling a path reachable only makes bwrap
+// fail loudly, while wrongly calling it unreachable would leave it visible.
 func reachableAs(id identity, paths []string) map[string]bool {
 	ok := map[string]bool{}
-	if len(paths) == 0 {
-		return ok
-	}
-	if !id.switchTo {
-		for _, p := range paths {
-			if _, err := os.Lstat(p); err == nil {
-				ok[p] = true
-			}
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err != nil {
+			continue
 		}
-		return ok
-	}
-	cmd := exec.Command("/bin/sh", append([]string{"-c", `for p; do if [ -e "$p" ] || [ -L "$p" ]; then printf '%s\0' "$p"; fi; done`, "art-probe"}, paths...)...)
-	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: []uint32{}}}
-	out, err := cmd.Output()
-	if err != nil {
-		for _, p := range paths {
-			ok[p] = true
-		}
-		return ok
-	}
-	for _, p := range strings.Split(string(out), "\x00") {
-		if p != "" {
+		if !id.switchTo || searchableAs(id, filepath.Dir(p)) {
 			ok[p] = true
 		}
 	}
 	return ok
+}
+
+// searchableAs reports whether id may traverse every directory from / to dir.
+func searchableAs(id identity, dir string) bool {
+	p := "/"
+	for _, c := range strings.Split(strings.Trim(filepath.Clean(dir), "/"), "/") {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			return false
+		}
+		var bit uint32
+		switch {
+		case st.Uid == id.uid:
+			bit = 0o100
+		case st.Gid == id.gid:
+			bit = 0o010
+		default:
+			bit = 0o001
+		}
+		if st.Mode&bit == 0 && !hasACL(p) {
+			return false
+		}
+		if c == "" {
+			break
+		}
+		p = filepath.Join(p, c)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(p, &st); err != nil {
+		return false
+	}
+	bit := uint32(0o001)
+	if st.Uid == id.uid {
+		bit = 0o100
+	} else if st.Gid == id.gid {
+		bit = 0o010
+	}
+	return st.Mode&bit != 0 || hasACL(p)
+}
+
+// hasACL reports whether a path carries a POSIX access ACL.
+func hasACL(p string) bool {
+	n, err := syscall.Getxattr(p, "system.posix_acl_access", nil)
+	return err == nil && n > 0
 }
 
 // findSetsid looks for setsid where the sandbox sees the host's files.
