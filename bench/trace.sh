@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# bench/trace.sh — the syscall tracer inside art run, next to strace, in one run.
+#
+# Workloads (each timed inside the sandbox, so the session's own start and
+# commit do not count):
+#   readall: find SRC -name '*.go' -exec cat {} +   (many opens)
+#   dd:      dd if=/dev/zero of=/dev/null bs=4k count=500000   (many syscalls, none listed)
+# Each traced time is a ratio to its own untraced baseline in the same run:
+#   art run --trace --trace-syscalls openat,execve   vs strace -f --seccomp-bpf -e trace=openat,execve
+#   art run --trace (all syscalls, log to a file)    vs strace -f -o FILE
+# Usage: bench/trace.sh [ROUNDS]   (root; needs bwrap, fuse3, strace)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+rounds=${1:-3}
+out=${ARTBENCH_OUT:-$here/out}
+mkdir -p "$out"
+work=$(mktemp -d "${ARTBENCH_TMP:-/var/tmp}/artbench-tr.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+art=$work/art
+(cd "$here/.." && go build -o "$art" .)
+src=$(go env GOROOT)/src
+mkdir -p "$work/ws"
+(cd "$work/ws" && "$art" init >/dev/null && echo seed >seed && "$art" push -q >/dev/null)
+
+readall="find $src -name '*.go' -exec cat {} + >/dev/null"
+dd="dd if=/dev/zero of=/dev/null bs=4k count=500000 status=none"
+inside() { # inside ART-FLAGS... -- CMD: best-of-N seconds measured inside art run
+	local best=
+	local cmd=${*: -1}
+	local flags=("${@:1:$#-1}")
+	for _ in $(seq "$rounds"); do
+		local t
+		t=$(cd "$work/ws" && "$art" run -i=false "${flags[@]}" -- sh -c "s=\$(date +%s.%N); $cmd; echo \"\$(date +%s.%N) - \$s\" | bc -l" 2>/dev/null)
+		if [ -z "$best" ] || [ "$(echo "$t < $best" | bc -l)" = 1 ]; then best=$t; fi
+	done
+	echo "$best"
+}
+host() { # host CMD...: best-of-N seconds on the host
+	local best=
+	for _ in $(seq "$rounds"); do
+		local s e t
+		s=$(date +%s.%N)
+		"$@" >/dev/null 2>&1
+		e=$(date +%s.%N)
+		t=$(echo "$e - $s" | bc -l)
+		if [ -z "$best" ] || [ "$(echo "$t < $best" | bc -l)" = 1 ]; then best=$t; fi
+	done
+	echo "$best"
+}
+
+declare -A T
+for w in readall dd; do
+	cmd=${!w}
+	T[$w.art.plain]=$(inside -b "plain-$w" "$cmd")
+	T[$w.art.filter]=$(inside -b "filter-$w" --trace --trace-syscalls openat,execve --trace-log "$work/f.log" "$cmd")
+	T[$w.art.full]=$(inside -b "full-$w" --trace --trace-log "$work/full.log" "$cmd")
+	T[$w.host.plain]=$(host sh -c "$cmd")
+	T[$w.strace.filter]=$(host strace -f --seccomp-bpf -e trace=openat,execve -o "$work/s.log" sh -c "$cmd")
+	T[$w.strace.full]=$(host strace -f -o "$work/s.log" sh -c "$cmd")
+done
+
+r() { echo "scale=2; $1 / $2" | bc -l; }
+{
+	echo "art tracer benchmark — $(date -u +%FT%TZ); best of $rounds; load $(cut -d' ' -f1-3 /proc/loadavg)"
+	printf "%-34s %10s %10s %10s %10s\n" workload untraced "filter" "full" "ratios f/full"
+	for w in readall dd; do
+		printf "%-34s %9.3fs %9.3fs %9.3fs %5s %5s\n" "$w: art run --trace" "${T[$w.art.plain]}" "${T[$w.art.filter]}" "${T[$w.art.full]}" \
+			"$(r "${T[$w.art.filter]}" "${T[$w.art.plain]}")" "$(r "${T[$w.art.full]}" "${T[$w.art.plain]}")"
+		printf "%-34s %9.3fs %9.3fs %9.3fs %5s %5s\n" "$w: strace on the host" "${T[$w.host.plain]}" "${T[$w.strace.filter]}" "${T[$w.strace.full]}" \
+			"$(r "${T[$w.strace.filter]}" "${T[$w.host.plain]}")" "$(r "${T[$w.strace.full]}" "${T[$w.host.plain]}")"
+	done
+	echo "bars: filtered overhead <= strace --seccomp-bpf's; dd filtered <= 1.1x; full <= strace -f -o FILE"
+} | tee "$out/trace.txt"
