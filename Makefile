@@ -35,3 +35,14 @@ bench: build
 
 clean:
 	rm -rf bin bench/out
+
+# The fault-injection suite (faults/, see README "Reliability"): kill -9 at
+# seeded random points, full disks, concurrency, corruption, bad input; the
+# whole matrix (make test runs a subset). ART_FAULTS_SEED=N replays a run.
+faults: build
+	ART_FAULTS=full ART_FAULTS_REPORT=$(CURDIR)/bin/faults-report.json $(GO) test -count=1 -v -timeout 30m ./faults/
+
+# A 30-minute soak of mixed sessions (ART_SOAK_DURATION=5m to shorten); not in CI.
+.PHONY: soak
+soak: build
+	ART_SOAK=1 $(GO) test -count=1 -v -timeout 0 -run '^TestSoak$$' ./faults/

@@ -18,7 +18,13 @@ func CheckMountpoint(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	dead := func(err error) error {
+		return fmt.Errorf("mount point %s: the mount of a process that died (%w); any art command on its repository removes it, or unmount it: fusermount3 -uz %s", abs, err, abs)
+	}
 	st, err := os.Stat(abs)
+	if errors.Is(err, syscall.ENOTCONN) {
+		return "", dead(err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("mount point %s: %w (create an empty directory first)", abs, err)
 	}
@@ -26,6 +32,10 @@ func CheckMountpoint(dir string) (string, error) {
 		return "", fmt.Errorf("mount point %s: not a directory", abs)
 	}
 	if mounted, _ := IsMountpoint(abs); mounted {
+		var sfs syscall.Statfs_t
+		if err := syscall.Statfs(abs, &sfs); errors.Is(err, syscall.ENOTCONN) {
+			return "", dead(err)
+		}
 		return "", fmt.Errorf("mount point %s: already a mount point (unmount it first: fusermount3 -u %s)", abs, abs)
 	}
 	f, err := os.Open(abs)
@@ -103,8 +113,11 @@ func CleanupStale(dir string) (bool, error) {
 	if err != nil || !mounted {
 		return false, err
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err == nil || !errors.Is(err, syscall.ENOTCONN) {
+	// statfs always asks the server (stat may be answered from the
+	// kernel's attribute cache for a while after the server died), so
+	// ENOTCONN reliably means nobody serves the mount any more.
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err == nil || !errors.Is(err, syscall.ENOTCONN) {
 		return false, nil
 	}
 	if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {

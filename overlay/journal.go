@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/artproject/art/objects"
 	"github.com/artproject/art/repo"
@@ -58,6 +59,7 @@ type blockRow struct {
 // record is one snapshot of dirty upper-layer state.
 type record struct {
 	mark    uint64
+	size    int64 // bytes in the journal, once appended
 	inodes  []inodeRow
 	dirents []direntRow
 	blocks  []blockRow
@@ -139,14 +141,34 @@ func replayJournal(r *repo.Repo, wt *repo.Worktree, path string) error {
 	return nil
 }
 
-// append writes one record with a single write(2).
-func (j *journal) append(rec *record) error {
+// journalReserve is room a journal append leaves free beyond what applying
+// the journal to SQLite needs, so that small records (the deletion that
+// frees a full disk, say) and the commit still fit.
+const journalReserve = 1 << 20
+
+// append writes one record with a single write(2). pending is how many
+// journaled bytes SQLite has not absorbed yet: a record is refused with
+// ENOSPC unless the filesystem keeps room to apply it and them (the WAL
+// needs as much again), or the journal could fill the disk with data
+// nothing can apply and nothing can free.
+func (j *journal) append(rec *record, pending int64) error {
 	payload := encodeRecord(rec)
 	frame := make([]byte, 12, 12+len(payload))
 	binary.LittleEndian.PutUint32(frame, frameMagic)
 	binary.LittleEndian.PutUint32(frame[4:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(frame[8:], crc32.Checksum(payload, crcTable))
 	frame = append(frame, payload...)
+	var st syscall.Statfs_t
+	if err := syscall.Fstatfs(int(j.f.Fd()), &st); err == nil && st.Blocks > 0 {
+		free := int64(st.Bavail) * st.Bsize
+		if os.Geteuid() == 0 {
+			free = int64(st.Bfree) * st.Bsize // root may use the reserved blocks
+		}
+		if free < 2*int64(len(frame))+pending+journalReserve {
+			return fmt.Errorf("append %d bytes to %s (%d free, %d not yet applied): %w", len(frame), j.path, free, pending, syscall.ENOSPC)
+		}
+	}
+	rec.size = int64(len(frame))
 	off, err := j.f.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return err

@@ -432,7 +432,10 @@ func (fs *FS) Readlink(ino uint64) (string, error) {
 	if n.typ != objects.TypeSymlink {
 		return "", errInval
 	}
-	if n.perm <= policy.View {
+	n.mu.Lock() // Lookup updates perm under it
+	perm := n.perm
+	n.mu.Unlock()
+	if perm <= policy.View {
 		return "", errAccess // a link's target is its content
 	}
 	return n.target, nil

@@ -45,6 +45,7 @@ type persister struct {
 	applied uint64                       // records applied so far
 	queued  uint64                       // records journaled so far
 	err     error                        // the last failure (sticky until a retry succeeds)
+	tries   uint64                       // batches tried, applied or failed
 	kick    chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
@@ -154,7 +155,7 @@ func (p *persister) sync(hard bool) error {
 	defer p.jmu.Unlock()
 	rec := p.snapshot()
 	if !rec.empty() {
-		if err := p.j.append(rec); err != nil {
+		if err := p.j.append(rec, p.pendingBytes()); err != nil {
 			p.restore(rec)
 			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 				p.fs.logf("journal upper layer: %v", err)
@@ -187,7 +188,7 @@ func (p *persister) sync(hard bool) error {
 // drain waits until every journaled record is in SQLite.
 func (p *persister) drain() error {
 	p.mu.Lock()
-	target := p.queued
+	target, tries := p.queued, p.tries
 	p.mu.Unlock()
 	select {
 	case p.kick <- struct{}{}:
@@ -196,7 +197,9 @@ func (p *persister) drain() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.applied < target {
-		if p.err != nil {
+		// Only a batch tried after this call decides: the failure of
+		// an earlier one may be gone (space freed since, say).
+		if p.err != nil && p.tries > tries {
 			return p.err
 		}
 		p.cond.Wait()
@@ -213,22 +216,16 @@ func (p *persister) loop() {
 		case <-p.kick:
 		case <-t.C:
 			// Changes nobody flushed yet reach the journal at this pace.
-			if err := p.sync(false); err != nil {
-				p.setErr(err)
-			}
+			// A failure is logged by sync and leaves them dirty for the
+			// next try; it is no failure to apply what is journaled, so
+			// it must not fail drain.
+			p.sync(false)
 		case <-p.stop:
 			p.apply()
 			return
 		}
 		p.apply()
 	}
-}
-
-func (p *persister) setErr(err error) {
-	p.mu.Lock()
-	p.err = err
-	p.cond.Broadcast()
-	p.mu.Unlock()
 }
 
 // close applies what is journaled and stops the applier.
@@ -351,6 +348,7 @@ func (p *persister) apply() {
 		fmt.Fprintf(os.Stderr, "art: applied %d record(s) in %v (err %v)\n", len(recs), time.Since(t0), err)
 	}
 	p.mu.Lock()
+	p.tries++
 	if err != nil {
 		p.err = err
 		p.cond.Broadcast()
@@ -468,4 +466,15 @@ func applyRecord(tx *repo.Tx, wt int64, rec *record) error {
 		}
 	}
 	return nil
+}
+
+// pendingBytes is the journal space of records SQLite has not absorbed.
+func (p *persister) pendingBytes() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var n int64
+	for _, r := range p.queue {
+		n += r.size
+	}
+	return n
 }

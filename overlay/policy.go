@@ -57,7 +57,10 @@ func (fs *FS) decide(d *inode, name string, isDir bool) policy.Perm {
 
 // canChange reports whether the agent may change node n; EACCES if not.
 func canChange(n *inode) error {
-	if n.perm < policy.Write {
+	n.mu.Lock() // Lookup updates perm under it
+	perm := n.perm
+	n.mu.Unlock()
+	if perm < policy.Write {
 		return errAccess
 	}
 	return nil

@@ -374,6 +374,12 @@ func joinRel(dir, name string) string {
 // applyDir carries out the plan for one directory through its fd. Every
 // operation is relative to dfd and never follows a symlink.
 func (p *puller) applyDir(dfd int, n *pullNode) error {
+	// Temporaries of a pull that was killed before its rename.
+	for _, name := range p.sc.deadTemps[n.rel] {
+		if err := unix.Unlinkat(dfd, name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("remove %s left by an interrupted pull: %w", joinRel(n.rel, name), err)
+		}
+	}
 	// Deletions first, so a type change can reuse the name.
 	for _, k := range n.kids {
 		// A file replaced by a file, link or fifo is renamed over
@@ -422,6 +428,9 @@ func (p *puller) remove(dfd int, n *pullNode) error {
 	sub, err := unix.Openat(dfd, n.name, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", n.rel, err)
+	}
+	for _, name := range p.sc.deadTemps[n.rel] {
+		unix.Unlinkat(sub, name, 0)
 	}
 	for _, k := range n.kids {
 		if k.host == nil {

@@ -62,6 +62,9 @@ type scanner struct {
 	warn     func(string)
 	cache    map[string]*syncedEntry
 	all      []*hostEntry // every entry in walk order (parents first)
+	// deadTemps lists, per directory (rel), the temporary files that a
+	// pull killed before its rename left behind (see isPullTemp).
+	deadTemps map[string][]string
 }
 
 func newScanner(r *Repo, root string, warn func(string)) (*scanner, error) {
@@ -188,6 +191,17 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 		if s.excluded(rel, e.typ == objects.TypeDir) || (e.typ == objects.TypeFile && s.isRepoFile(p, &st)) {
 			continue
 		}
+		if pid, ok := isPullTemp(name); ok && e.typ != objects.TypeDir {
+			// A pull's temporary is never workspace content; one whose
+			// pull died is garbage the next pull removes.
+			if !ProcessAlive(pid, 0) {
+				if s.deadTemps == nil {
+					s.deadTemps = map[string][]string{}
+				}
+				s.deadTemps[dir.rel] = append(s.deadTemps[dir.rel], name)
+			}
+			continue
+		}
 		if !objects.ValidName(name) {
 			return fmt.Errorf("cannot store %s: the name is not valid in a tree", p)
 		}
@@ -214,6 +228,32 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 		}
 	}
 	return nil
+}
+
+// isPullTemp reports whether name is a temporary of a pull
+// (".art-pull-tmp-PID-HEX", see createTemp) and returns the pid.
+func isPullTemp(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, pullTemp+"-")
+	if !ok {
+		return 0, false
+	}
+	pid, hex, ok := strings.Cut(rest, "-")
+	if !ok || pid == "" || hex == "" || len(pid) > 10 || len(hex) > 16 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range pid {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	for _, c := range hex {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return 0, false
+		}
+	}
+	return n, n > 0
 }
 
 func fstatat(dfd int, name string, st *syscall.Stat_t) error {

@@ -1,0 +1,853 @@
+package fuse
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/artproject/art/repo"
+)
+
+// setupCasesLower is the lower layer of the overlay cases.
+func setupCasesLower(dir string) {
+	must := func(err error) {
+		if err != nil {
+			panic(err)
+		}
+	}
+	write := func(rel, content string) {
+		p := filepath.Join(dir, rel)
+		must(os.MkdirAll(filepath.Dir(p), 0o755))
+		must(os.WriteFile(p, []byte(content), 0o644))
+	}
+	write("file", "lower file\n")
+	write("other", "other lower file\n")
+	write("dir/a", "lower a\n")
+	write("dir/b", "lower b\n")
+	write("dir/sub/c", "lower c\n")
+	write("dir/sub/deep/d", "lower d\n")
+	write("keep/x", "untouched\n")
+	must(os.Symlink("file", filepath.Join(dir, "link")))
+	big := make([]byte, 300<<10)
+	rand.New(rand.NewSource(1)).Read(big)
+	must(os.WriteFile(filepath.Join(dir, "big"), big, 0o644))
+}
+
+func readString(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("read %s: %v", p, err)
+	}
+	return string(b)
+}
+
+func wantContent(t *testing.T, p, want string) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Errorf("read %s: %v", p, err)
+	} else if string(b) != want {
+		t.Errorf("%s: got %q, want %q", p, b, want)
+	}
+}
+
+func wantErrno(t *testing.T, what string, err error, want syscall.Errno) {
+	t.Helper()
+	if got := errnoOf(err); got != want {
+		t.Errorf("%s: got %v, want %v", what, err, want)
+	}
+}
+
+func wantMissing(t *testing.T, p string) {
+	t.Helper()
+	if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s: want ENOENT, got %v", p, err)
+	}
+}
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("readdir %s: %v", dir, err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+func wantNames(t *testing.T, dir string, want ...string) {
+	t.Helper()
+	got := names(t, dir)
+	sort.Strings(want)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%s: entries %q, want %q", dir, got, want)
+	}
+}
+
+func ino(t *testing.T, p string) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		t.Fatalf("lstat %s: %v", p, err)
+	}
+	return st.Ino
+}
+
+// each runs check now, after a remount of the same worktree, and after a
+// commit and a mount of the new commit.
+func each(t *testing.T, m *testMount, check func(stage string)) {
+	t.Helper()
+	check("live")
+	m.Remount()
+	check("remounted")
+	m.Commit("case")
+	check("committed")
+}
+
+// TestOverlayCases covers the copy-on-write semantics over a lower layer,
+// each case on a fresh mount, checked live, after a remount of the same
+// worktree and after a commit.
+func TestOverlayCases(t *testing.T) {
+	requireFUSE(t)
+	cases := []struct {
+		name string
+		run  func(t *testing.T, m *testMount)
+	}{
+		{"recreate_lower_file", func(t *testing.T, m *testMount) {
+			if err := os.Remove(m.WS("file")); err != nil {
+				t.Fatal(err)
+			}
+			wantMissing(t, m.WS("file"))
+			if err := os.WriteFile(m.WS("file"), []byte("new"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			each(t, m, func(stage string) {
+				wantContent(t, m.WS("file"), "new")
+				if fi, err := os.Stat(m.WS("file")); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s: stat %v %v", stage, fi, err)
+				}
+			})
+		}},
+		{"recreate_lower_dir_is_opaque", func(t *testing.T, m *testMount) {
+			if err := os.RemoveAll(m.WS("dir")); err != nil {
+				t.Fatal(err)
+			}
+			wantMissing(t, m.WS("dir"))
+			if err := os.Mkdir(m.WS("dir"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			wantNames(t, m.WS("dir"))
+			// Lower names stay hidden even when looked up directly.
+			wantMissing(t, m.WS("dir", "a"))
+			wantMissing(t, m.WS("dir", "sub", "c"))
+			if err := os.WriteFile(m.WS("dir", "a"), []byte("upper a"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(m.WS("dir", "new"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			each(t, m, func(stage string) {
+				wantNames(t, m.WS("dir"), "a", "new")
+				wantContent(t, m.WS("dir", "a"), "upper a")
+				wantMissing(t, m.WS("dir", "b"))
+				wantMissing(t, m.WS("dir", "sub"))
+				wantNames(t, m.WS("dir", "new"))
+			})
+		}},
+		{"rename_lower_dir_with_children", func(t *testing.T, m *testMount) {
+			if err := os.Mkdir(m.WS("to"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(m.WS("dir"), m.WS("to", "moved")); err != nil {
+				t.Fatal(err)
+			}
+			each(t, m, func(stage string) {
+				wantMissing(t, m.WS("dir"))
+				wantMissing(t, m.WS("dir", "a"))
+				wantNames(t, m.WS("to", "moved"), "a", "b", "sub")
+				wantContent(t, m.WS("to", "moved", "a"), "lower a\n")
+				wantContent(t, m.WS("to", "moved", "sub", "deep", "d"), "lower d\n")
+				wantNames(t, m.WS(), "big", "file", "keep", "link", "other", "to")
+			})
+			// A new directory at the old name is empty.
+			if err := os.Mkdir(m.WS("dir"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			wantNames(t, m.WS("dir"))
+		}},
+		{"rename_lower_dir_then_change_children", func(t *testing.T, m *testMount) {
+			if err := os.Rename(m.WS("dir"), m.WS("keep", "dir2")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(m.WS("keep", "dir2", "sub", "c"), []byte("changed c"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(m.WS("keep", "dir2", "a")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(m.WS("keep", "dir2", "sub", "deep"), m.WS("deep")); err != nil {
+				t.Fatal(err)
+			}
+			each(t, m, func(stage string) {
+				wantNames(t, m.WS("keep", "dir2"), "b", "sub")
+				wantNames(t, m.WS("keep", "dir2", "sub"), "c")
+				wantContent(t, m.WS("keep", "dir2", "sub", "c"), "changed c")
+				wantContent(t, m.WS("deep", "d"), "lower d\n")
+			})
+		}},
+		{"rmdir_nonempty_lower_dir", func(t *testing.T, m *testMount) {
+			wantErrno(t, "rmdir dir", unix.Rmdir(m.WS("dir")), unix.ENOTEMPTY)
+			wantErrno(t, "rmdir dir/sub/deep", unix.Rmdir(m.WS("dir", "sub", "deep")), unix.ENOTEMPTY)
+			os.Remove(m.WS("dir", "sub", "deep", "d"))
+			if err := unix.Rmdir(m.WS("dir", "sub", "deep")); err != nil {
+				t.Errorf("rmdir of an emptied lower dir: %v", err)
+			}
+			os.Remove(m.WS("dir", "sub", "c"))
+			wantErrno(t, "rmdir dir (still has a, b, sub)", unix.Rmdir(m.WS("dir")), unix.ENOTEMPTY)
+			// Renaming a directory over a non-empty lower one fails too.
+			os.Mkdir(m.WS("empty"), 0o755)
+			wantErrno(t, "rename over a non-empty lower dir", unix.Rename(m.WS("empty"), m.WS("dir")), unix.ENOTEMPTY)
+			each(t, m, func(stage string) {
+				wantNames(t, m.WS("dir"), "a", "b", "sub")
+				wantNames(t, m.WS("dir", "sub"))
+				wantErrno(t, stage+": rmdir dir", unix.Rmdir(m.WS("dir")), unix.ENOTEMPTY)
+			})
+			// Renaming over an emptied lower directory works.
+			if err := unix.Rename(m.WS("empty"), m.WS("dir", "sub")); err != nil {
+				t.Errorf("rename over an emptied directory: %v", err)
+			}
+		}},
+		{"hardlink_to_lower_file", func(t *testing.T, m *testMount) {
+			if err := os.Link(m.WS("file"), m.WS("keep", "alias")); err != nil {
+				t.Fatal(err)
+			}
+			if ino(t, m.WS("file")) != ino(t, m.WS("keep", "alias")) {
+				t.Error("hard links have different inode numbers")
+			}
+			f, err := os.OpenFile(m.WS("keep", "alias"), os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString("through the alias\n")
+			f.Close()
+			wantContent(t, m.WS("file"), "lower file\nthrough the alias\n")
+			if err := os.WriteFile(m.WS("file"), []byte("through file"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			wantContent(t, m.WS("keep", "alias"), "through file")
+			check := func(stage string) {
+				wantContent(t, m.WS("file"), "through file")
+				wantContent(t, m.WS("keep", "alias"), "through file")
+			}
+			check("live")
+			m.Remount()
+			check("remounted")
+			var st unix.Stat_t
+			unix.Stat(m.WS("file"), &st)
+			if st.Nlink != 2 || st.Ino != ino(t, m.WS("keep", "alias")) {
+				t.Errorf("after remount: nlink %d, same inode %v", st.Nlink, st.Ino == ino(t, m.WS("keep", "alias")))
+			}
+			os.WriteFile(m.WS("keep", "alias"), []byte("after remount"), 0o644)
+			wantContent(t, m.WS("file"), "after remount")
+			// Removing one name leaves the other.
+			os.Remove(m.WS("file"))
+			wantContent(t, m.WS("keep", "alias"), "after remount")
+			unix.Stat(m.WS("keep", "alias"), &st)
+			if st.Nlink != 1 {
+				t.Errorf("nlink after unlinking one name: %d", st.Nlink)
+			}
+			m.Commit("links")
+			wantMissing(t, m.WS("file"))
+			wantContent(t, m.WS("keep", "alias"), "after remount")
+		}},
+		{"unlinked_open_file", func(t *testing.T, m *testMount) {
+			for _, name := range []string{"file", "big", "upper"} {
+				p := m.WS(name)
+				if name == "upper" {
+					os.WriteFile(p, []byte("upper content"), 0o644)
+				}
+				want, _ := os.ReadFile(p)
+				f, err := os.OpenFile(p, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+				wantMissing(t, p)
+				got := make([]byte, len(want)+10)
+				n, _ := f.ReadAt(got, 0)
+				if !bytes.Equal(got[:n], want) {
+					t.Errorf("%s: read after unlink: %d bytes, want %d", name, n, len(want))
+				}
+				if _, err := f.WriteAt([]byte("XYZ"), 5); err != nil {
+					t.Errorf("%s: write after unlink: %v", name, err)
+				}
+				if _, err := f.WriteAt([]byte("tail"), int64(len(want))+100); err != nil {
+					t.Errorf("%s: write after unlink: %v", name, err)
+				}
+				copy(want[5:], "XYZ")
+				want = append(want, make([]byte, 100)...)
+				want = append(want, "tail"...)
+				got = make([]byte, len(want)+10)
+				n, _ = f.ReadAt(got, 0)
+				if !bytes.Equal(got[:n], want) {
+					t.Errorf("%s: read back after unlink: %d bytes, want %d", name, n, len(want))
+				}
+				var st unix.Stat_t
+				if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Nlink != 0 || st.Size != int64(len(want)) {
+					t.Errorf("%s: fstat after unlink: %v nlink=%d size=%d", name, err, st.Nlink, st.Size)
+				}
+				if err := f.Sync(); err != nil {
+					t.Errorf("%s: fsync after unlink: %v", name, err)
+				}
+				if err := f.Close(); err != nil {
+					t.Errorf("%s: close: %v", name, err)
+				}
+			}
+			each(t, m, func(stage string) {
+				wantNames(t, m.WS(), "dir", "keep", "link", "other")
+			})
+		}},
+		{"rename_over_lower_targets", func(t *testing.T, m *testMount) {
+			os.WriteFile(m.WS("new"), []byte("new"), 0o644)
+			if err := os.Rename(m.WS("new"), m.WS("file")); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, m.WS("other"), unix.AT_FDCWD, m.WS("dir", "a"), unix.RENAME_NOREPLACE); errnoOf(err) != unix.EEXIST {
+				t.Errorf("RENAME_NOREPLACE over a lower file: %v", err)
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, m.WS("other"), unix.AT_FDCWD, m.WS("dir", "a"), unix.RENAME_EXCHANGE); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, m.WS("keep"), unix.AT_FDCWD, m.WS("dir", "sub"), unix.RENAME_EXCHANGE); err != nil {
+				t.Fatal(err)
+			}
+			each(t, m, func(stage string) {
+				wantContent(t, m.WS("file"), "new")
+				wantContent(t, m.WS("other"), "lower a\n")
+				wantContent(t, m.WS("dir", "a"), "other lower file\n")
+				wantContent(t, m.WS("dir", "sub", "x"), "untouched\n")
+				wantContent(t, m.WS("keep", "c"), "lower c\n")
+				wantContent(t, m.WS("keep", "deep", "d"), "lower d\n")
+				wantMissing(t, m.WS("new"))
+			})
+		}},
+		{"inode_numbers_stable_and_unique", func(t *testing.T, m *testMount) {
+			os.WriteFile(m.WS("dir", "a"), []byte("copied up"), 0o644)
+			os.WriteFile(m.WS("created"), nil, 0o644)
+			os.Mkdir(m.WS("newdir"), 0o755)
+			os.Rename(m.WS("dir", "sub"), m.WS("newdir", "sub"))
+			before := snapshot(t, m.WS())
+			seen := map[uint64]string{}
+			for rel, fi := range before {
+				if other, ok := seen[fi.Ino]; ok {
+					t.Errorf("%s and %s share inode %d", rel, other, fi.Ino)
+				}
+				seen[fi.Ino] = rel
+			}
+			m.Remount()
+			after := snapshot(t, m.WS())
+			for rel, fi := range before {
+				if after[rel].Ino != fi.Ino {
+					t.Errorf("%s: inode %d before the remount, %d after", rel, fi.Ino, after[rel].Ino)
+				}
+			}
+			// A new file after the remount gets a fresh number.
+			os.WriteFile(m.WS("created2"), nil, 0o644)
+			if other, ok := seen[ino(t, m.WS("created2"))]; ok {
+				t.Errorf("new file reuses the inode of %s", other)
+			}
+		}},
+		{"statfs_reports_repository_fs", func(t *testing.T, m *testMount) {
+			var got, want unix.Statfs_t
+			if err := unix.Statfs(m.Dir, &got); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Statfs(filepath.Dir(m.DBPath), &want); err != nil {
+				t.Fatal(err)
+			}
+			if got.Blocks*uint64(got.Bsize) != want.Blocks*uint64(want.Bsize) {
+				t.Errorf("total %d bytes, repository filesystem has %d", got.Blocks*uint64(got.Bsize), want.Blocks*uint64(want.Bsize))
+			}
+			free, wfree := float64(got.Bavail)*float64(got.Bsize), float64(want.Bavail)*float64(want.Bsize)
+			if d := free - wfree; d > 0.01*wfree+64<<20 || -d > 0.01*wfree+64<<20 {
+				t.Errorf("free %.0f bytes, repository filesystem has %.0f", free, wfree)
+			}
+			if got.Namelen < 255 {
+				t.Errorf("name length %d", got.Namelen)
+			}
+		}},
+		{"xattrs", func(t *testing.T, m *testMount) {
+			for _, rel := range []string{"file", "dir", "dir/sub/c"} {
+				p := m.WS(rel)
+				if err := unix.Setxattr(p, "user.one", []byte("1"), 0); err != nil {
+					t.Fatalf("setxattr %s: %v", rel, err)
+				}
+				if err := unix.Setxattr(p, "user.two", bytes.Repeat([]byte("2"), 5000), unix.XATTR_CREATE); err != nil {
+					t.Fatalf("setxattr %s: %v", rel, err)
+				}
+				if err := unix.Setxattr(p, "user.one", []byte("x"), unix.XATTR_CREATE); errnoOf(err) != unix.EEXIST {
+					t.Errorf("XATTR_CREATE of an existing attribute: %v", err)
+				}
+				if err := unix.Setxattr(p, "user.none", []byte("x"), unix.XATTR_REPLACE); errnoOf(err) != unix.ENODATA {
+					t.Errorf("XATTR_REPLACE of a missing attribute: %v", err)
+				}
+				unix.Setxattr(p, "user.gone", []byte("g"), 0)
+				if err := unix.Removexattr(p, "user.gone"); err != nil {
+					t.Errorf("removexattr: %v", err)
+				}
+				if err := unix.Removexattr(p, "user.gone"); errnoOf(err) != unix.ENODATA {
+					t.Errorf("removexattr of a missing attribute: %v", err)
+				}
+				buf := make([]byte, 2)
+				if _, err := unix.Getxattr(p, "user.two", buf); errnoOf(err) != unix.ERANGE {
+					t.Errorf("getxattr into a small buffer: %v", err)
+				}
+			}
+			each(t, m, func(stage string) {
+				for _, rel := range []string{"file", "dir", "dir/sub/c"} {
+					want := "user.one=1,user.two=" + string(bytes.Repeat([]byte("2"), 5000))
+					if got := xattrString(m.WS(rel)); got != want {
+						t.Errorf("%s %s: xattrs %.40q, want %.40q", stage, rel, got, want)
+					}
+				}
+				if got := xattrString(m.WS("other")); got != "" {
+					t.Errorf("%s: untouched file has xattrs %q", stage, got)
+				}
+			})
+		}},
+		{"sparse_file", func(t *testing.T, m *testMount) {
+			p := m.WS("sparse")
+			f, err := os.Create(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const off = 100 << 20
+			if _, err := f.WriteAt([]byte("x"), off); err != nil {
+				t.Fatal(err)
+			}
+			check := func(stage string, exact bool) {
+				var st unix.Stat_t
+				if err := unix.Stat(p, &st); err != nil {
+					t.Fatal(err)
+				}
+				if st.Size != off+1 {
+					t.Errorf("%s: size %d", stage, st.Size)
+				}
+				if exact && st.Blocks*512 > 1<<20 {
+					t.Errorf("%s: %d blocks allocated (%d bytes) for one written byte", stage, st.Blocks, st.Blocks*512)
+				}
+				fd, err := unix.Open(p, unix.O_RDONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unix.Close(fd)
+				if exact {
+					if d, err := unix.Seek(fd, 0, unix.SEEK_DATA); err != nil || d > off || d < off-(1<<20) {
+						t.Errorf("%s: SEEK_DATA from 0: %d, %v", stage, d, err)
+					}
+					if h, err := unix.Seek(fd, 0, unix.SEEK_HOLE); err != nil || h != 0 {
+						t.Errorf("%s: SEEK_HOLE from 0: %d, %v", stage, h, err)
+					}
+				}
+				if h, err := unix.Seek(fd, off, unix.SEEK_HOLE); err != nil || h != off+1 {
+					t.Errorf("%s: SEEK_HOLE from the data: %d, %v", stage, h, err)
+				}
+				if _, err := unix.Seek(fd, off+1, unix.SEEK_DATA); errnoOf(err) != unix.ENXIO {
+					t.Errorf("%s: SEEK_DATA at EOF: %v", stage, err)
+				}
+				buf := make([]byte, 4096)
+				if n, err := unix.Pread(fd, buf, off-4095); err != nil || n != 4096 || buf[4095] != 'x' || !bytes.Equal(buf[:4095], make([]byte, 4095)) {
+					t.Errorf("%s: read around the byte: %d %v", stage, n, err)
+				}
+				if n, err := unix.Pread(fd, buf, 50<<20); err != nil || n != 4096 || !bytes.Equal(buf, make([]byte, 4096)) {
+					t.Errorf("%s: read in the hole: %d %v", stage, n, err)
+				}
+			}
+			check("open", true)
+			f.Close()
+			check("closed", true)
+			m.Remount()
+			check("remounted", true)
+			m.Commit("sparse")
+			check("committed", false)
+		}},
+		{"fifo", func(t *testing.T, m *testMount) {
+			p := m.WS("fifo")
+			if err := unix.Mkfifo(p, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan string)
+			go func() {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					done <- err.Error()
+					return
+				}
+				done <- string(b)
+			}()
+			if err := os.WriteFile(p, []byte("through the pipe"), 0); err != nil {
+				t.Fatal(err)
+			}
+			if got := <-done; got != "through the pipe" {
+				t.Errorf("fifo read %q", got)
+			}
+			each(t, m, func(stage string) {
+				fi, err := os.Lstat(p)
+				if err != nil || fi.Mode()&os.ModeNamedPipe == 0 || fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s: fifo: %v %v", stage, fi, err)
+				}
+			})
+		}},
+		{"mmap", func(t *testing.T, m *testMount) {
+			p := m.WS("big")
+			want, _ := os.ReadFile(p)
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem, err := unix.Mmap(int(f.Fd()), 0, len(want), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(mem, want) {
+				t.Error("mmap reads different content")
+			}
+			copy(mem[70000:], "written through mmap")
+			copy(want[70000:], "written through mmap")
+			if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+				t.Errorf("msync: %v", err)
+			}
+			unix.Munmap(mem)
+			f.Close()
+			each(t, m, func(stage string) {
+				if got, _ := os.ReadFile(p); !bytes.Equal(got, want) {
+					t.Errorf("%s: content after mmap write differs", stage)
+				}
+			})
+		}},
+		{"tmpfile_linked_into_place", func(t *testing.T, m *testMount) {
+			// Regression: O_TMPFILE used to fail with EOPNOTSUPP.
+			fd, err := unix.Open(m.WS("dir"), unix.O_TMPFILE|unix.O_RDWR, 0o640)
+			if err != nil {
+				t.Fatalf("O_TMPFILE: %v", err)
+			}
+			unix.Pwrite(fd, []byte("anonymous"), 0)
+			wantNames(t, m.WS("dir"), "a", "b", "sub")
+			if err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, m.WS("dir", "named"), unix.AT_SYMLINK_FOLLOW); err != nil {
+				t.Fatalf("linkat: %v", err)
+			}
+			unix.Pwrite(fd, []byte("!"), 9)
+			unix.Close(fd)
+			// An unlinked O_TMPFILE file just goes away.
+			fd, err = unix.Open(m.WS(), unix.O_TMPFILE|unix.O_WRONLY, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unix.Write(fd, []byte("dropped"))
+			unix.Close(fd)
+			each(t, m, func(stage string) {
+				wantContent(t, m.WS("dir", "named"), "anonymous!")
+				wantNames(t, m.WS("dir"), "a", "b", "named", "sub")
+				wantNames(t, m.WS(), "big", "dir", "file", "keep", "link", "other")
+			})
+		}},
+		{"setgid_dir_inherited", func(t *testing.T, m *testMount) {
+			// Regression: mkdir in a set-group-ID directory lost the bit.
+			os.Mkdir(m.WS("g"), 0o755)
+			if err := unix.Chmod(m.WS("g"), 0o2775); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Mkdir(m.WS("g", "child"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(m.WS("g", "file"), nil, 0o644)
+			each(t, m, func(stage string) {
+				var st unix.Stat_t
+				unix.Stat(m.WS("g", "child"), &st)
+				if st.Mode&unix.S_ISGID == 0 {
+					t.Errorf("%s: directory in a setgid directory has mode %o", stage, st.Mode)
+				}
+				unix.Stat(m.WS("g", "file"), &st)
+				if st.Mode&unix.S_ISGID != 0 {
+					t.Errorf("%s: file in a setgid directory has mode %o", stage, st.Mode)
+				}
+			})
+		}},
+		{"ofd_locks", func(t *testing.T, m *testMount) {
+			// What posixtest's FcntlFlockLocksFile means to check: locks
+			// taken through one open file description conflict with
+			// another's.
+			f1, err := os.OpenFile(m.WS("file"), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f1.Close()
+			f2, err := os.OpenFile(m.WS("file"), os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f2.Close()
+			wl := unix.Flock_t{Type: unix.F_WRLCK}
+			if err := unix.FcntlFlock(f1.Fd(), unix.F_OFD_SETLK, &wl); err != nil {
+				t.Fatal(err)
+			}
+			rl := unix.Flock_t{Type: unix.F_RDLCK}
+			if err := unix.FcntlFlock(f2.Fd(), unix.F_OFD_SETLK, &rl); errnoOf(err) != unix.EAGAIN {
+				t.Errorf("conflicting OFD lock: %v, want EAGAIN", err)
+			}
+			if err := unix.Flock(int(f2.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+				t.Errorf("flock: %v", err)
+			}
+			if err := unix.Flock(int(f1.Fd()), unix.LOCK_EX|unix.LOCK_NB); errnoOf(err) != unix.EWOULDBLOCK {
+				t.Errorf("conflicting flock: %v, want EWOULDBLOCK", err)
+			}
+		}},
+		{"symlink_and_times", func(t *testing.T, m *testMount) {
+			if got, err := os.Readlink(m.WS("link")); err != nil || got != "file" {
+				t.Errorf("lower symlink: %q %v", got, err)
+			}
+			wantContent(t, m.WS("link"), "lower file\n")
+			ts := []unix.Timespec{{Sec: 1234567890, Nsec: 123456789}, {Sec: 1111111111, Nsec: 987654321}}
+			for _, rel := range []string{"link", "dir", "file"} {
+				if err := unix.UtimesNanoAt(unix.AT_FDCWD, m.WS(rel), ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					t.Fatalf("utimensat %s: %v", rel, err)
+				}
+			}
+			each(t, m, func(stage string) {
+				for _, rel := range []string{"link", "dir", "file"} {
+					var st unix.Stat_t
+					unix.Lstat(m.WS(rel), &st)
+					if st.Mtim != ts[1] {
+						t.Errorf("%s %s: mtime %v, want %v", stage, rel, st.Mtim, ts[1])
+					}
+					if stage == "live" && st.Atim != ts[0] {
+						t.Errorf("%s %s: atime %v, want %v", stage, rel, st.Atim, ts[0])
+					}
+				}
+			})
+		}},
+		{"odd_names", func(t *testing.T, m *testMount) {
+			odd := []string{"\xff\xfe not utf-8", "new\nline", " lead and trail ", "ünïcødé", "-", strings.Repeat("n", 255), "..."}
+			for i, n := range odd {
+				if err := os.WriteFile(m.WS("dir", n), []byte(fmt.Sprint(i)), 0o644); err != nil {
+					t.Fatalf("create %q: %v", n, err)
+				}
+			}
+			if err := os.WriteFile(m.WS("dir", strings.Repeat("n", 256)), nil, 0o644); errnoOf(err) != unix.ENAMETOOLONG {
+				t.Errorf("256-byte name: %v", err)
+			}
+			long := strings.Repeat("t/", 2047) + "x" // 4095 bytes
+			if err := os.Symlink(long, m.WS("longlink")); err != nil {
+				t.Errorf("symlink with a %d-byte target: %v", len(long), err)
+			}
+			each(t, m, func(stage string) {
+				for i, n := range odd {
+					wantContent(t, m.WS("dir", n), fmt.Sprint(i))
+				}
+				if got := len(names(t, m.WS("dir"))); got != 3+len(odd) {
+					t.Errorf("%s: %d entries", stage, got)
+				}
+				if got, err := os.Readlink(m.WS("longlink")); err != nil || got != long {
+					t.Errorf("%s: long symlink: %d bytes, %v", stage, len(got), err)
+				}
+			})
+		}},
+		{"empty_and_truncated", func(t *testing.T, m *testMount) {
+			os.WriteFile(m.WS("empty"), nil, 0o644)
+			unix.Setxattr(m.WS("empty"), "user.e", []byte("on an empty file"), 0)
+			if err := os.Truncate(m.WS("big"), 100); err != nil { // lower file cut short
+				t.Fatal(err)
+			}
+			if err := os.Truncate(m.WS("big"), 200<<10); err != nil { // and extended: a hole
+				t.Fatal(err)
+			}
+			if err := os.Truncate(m.WS("file"), 0); err != nil {
+				t.Fatal(err)
+			}
+			lowerBig := make([]byte, 300<<10)
+			rand.New(rand.NewSource(1)).Read(lowerBig)
+			want := append(append([]byte(nil), lowerBig[:100]...), make([]byte, 200<<10-100)...)
+			each(t, m, func(stage string) {
+				wantContent(t, m.WS("empty"), "")
+				wantContent(t, m.WS("file"), "")
+				if got, _ := os.ReadFile(m.WS("big")); !bytes.Equal(got, want) {
+					t.Errorf("%s: truncated and extended lower file differs (%d bytes)", stage, len(got))
+				}
+				if x := xattrString(m.WS("empty")); x != "user.e=on an empty file" {
+					t.Errorf("%s: xattrs of the empty file: %q", stage, x)
+				}
+			})
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := newTestMount(t, setupCasesLower)
+			c.run(t, m)
+		})
+	}
+}
+
+// TestBranchInUse: a second worktree on a branch with a live one is
+// refused with a hint to branch.
+func TestBranchInUse(t *testing.T) {
+	m := newTestMount(t, setupCasesLower)
+	_, _, err := m.Repo.CreateWorktree(m.Branch, "mount", "", "")
+	if !errors.Is(err, repo.ErrBranchInUse) {
+		t.Fatalf("second worktree on a live branch: %v, want ErrBranchInUse", err)
+	}
+	if !bytes.Contains([]byte(err.Error()), []byte("new branch")) {
+		t.Errorf("error gives no hint to branch: %v", err)
+	}
+}
+
+// chunkBytes is the stored size of all chunks in the repository.
+func chunkBytes(t *testing.T, r *repo.Repo) int64 {
+	t.Helper()
+	var n int64
+	if err := r.DB.QueryRow(`SELECT coalesce(sum(length(data)), 0) FROM chunks`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSmallWriteIntoLargeLowerFile: writing one byte in the middle of a
+// 64 MiB lower file stores about one block, and neither the write nor the
+// commit reads the whole file into memory.
+func TestSmallWriteIntoLargeLowerFile(t *testing.T) {
+	const size = 64 << 20
+	m := newTestMount(t, func(dir string) {
+		data := make([]byte, size)
+		rand.New(rand.NewSource(7)).Read(data)
+		if err := os.WriteFile(filepath.Join(dir, "large"), data, 0o644); err != nil {
+			panic(err)
+		}
+	})
+	p := m.WS("large")
+	before := chunkBytes(t, m.Repo)
+	runtime.GC()
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xAB}, size/2+12345); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&ms1)
+	grew := chunkBytes(t, m.Repo) - before
+	t.Logf("1-byte write: repository chunks grew by %d bytes, %d bytes allocated", grew, ms1.TotalAlloc-ms0.TotalAlloc)
+	if grew > 256<<10 {
+		t.Errorf("1-byte write into a 64 MiB file stored %d bytes", grew)
+	}
+	if alloc := ms1.TotalAlloc - ms0.TotalAlloc; alloc > 16<<20 {
+		t.Errorf("1-byte write allocated %d bytes: the file was read into memory", alloc)
+	}
+	// The byte reads back, and the neighbourhood is the lower content.
+	buf := make([]byte, 3)
+	g, _ := os.Open(p)
+	g.ReadAt(buf, size/2+12344)
+	g.Close()
+	if buf[1] != 0xAB {
+		t.Errorf("read back %x", buf)
+	}
+
+	before = chunkBytes(t, m.Repo)
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	m.Commit("one byte")
+	runtime.ReadMemStats(&ms1)
+	grew = chunkBytes(t, m.Repo) - before
+	t.Logf("commit: repository chunks grew by %d bytes, heap in use %d → %d", grew, ms0.HeapInuse, ms1.HeapInuse)
+	if grew > 1<<20 {
+		t.Errorf("commit of a 1-byte change to a 64 MiB file stored %d bytes", grew)
+	}
+	g, _ = os.Open(p)
+	g.ReadAt(buf, size/2+12344)
+	g.Close()
+	if buf[1] != 0xAB {
+		t.Errorf("after commit read back %x", buf)
+	}
+}
+
+// TestLargeFile writes a large file sequentially (beyond what a file may
+// keep unflushed in memory) and reads it back live, after a remount and
+// after a commit.
+func TestLargeFile(t *testing.T) {
+	size := int64(96 << 20)
+	if longTests() {
+		size = 1 << 30
+	} else if testing.Short() {
+		size = 24 << 20
+	}
+	m := newTestMount(t, setupCasesLower)
+	p := m.WS("large")
+	pattern := func(off int64, b []byte) {
+		for i := range b {
+			x := uint64(off + int64(i))
+			b[i] = byte(x ^ x>>8 ^ x>>17)
+		}
+	}
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20+123) // not block aligned
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		b := buf[:min(int64(len(buf)), size-off)]
+		pattern(off, b)
+		if _, err := f.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(stage string) {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		want := make([]byte, len(buf))
+		for off := int64(0); off < size; off += int64(len(buf)) {
+			n, err := f.ReadAt(buf, off)
+			if int64(n) != min(int64(len(buf)), size-off) {
+				t.Fatalf("%s: read at %d: %d bytes, %v", stage, off, n, err)
+			}
+			pattern(off, want[:n])
+			if !bytes.Equal(buf[:n], want[:n]) {
+				t.Fatalf("%s: content differs at %d", stage, off)
+			}
+		}
+	}
+	check("live")
+	m.Remount()
+	check("remounted")
+	m.Commit("large")
+	check("committed")
+}

@@ -1,0 +1,645 @@
+package fuse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/artproject/art/repo"
+)
+
+var (
+	artOnce sync.Once
+	artBin  string
+	artErr  error
+	artDir  string
+)
+
+// artBinary builds the art command once per test process.
+func artBinary(t *testing.T) string {
+	t.Helper()
+	artOnce.Do(func() {
+		artDir, artErr = os.MkdirTemp("", "art-fuse-test-")
+		if artErr != nil {
+			return
+		}
+		artBin = filepath.Join(artDir, "art")
+		out, err := exec.Command("go", "build", "-o", artBin, "github.com/artproject/art").CombinedOutput()
+		if err != nil {
+			artErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if artErr != nil {
+		t.Fatalf("build art: %v", artErr)
+	}
+	return artBin
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// The test binary's own timeout panics and exits; a file still open
+	// on a mount it serves would then hang the exit in the kernel. Abort
+	// the mounts shortly before that.
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 0 {
+			margin := min(d/10, 20*time.Second)
+			time.AfterFunc(d-margin, abortLiveMounts)
+		}
+	}
+	// Interrupted (Ctrl-C, kill): the same, then exit.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sig
+		abortLiveMounts()
+		fmt.Fprintf(os.Stderr, "test binary: %v\n", s)
+		os.Exit(2)
+	}()
+	code := m.Run()
+	if artDir != "" {
+		os.RemoveAll(artDir)
+	}
+	os.Exit(code)
+}
+
+// artResult is one run of the art binary.
+type artResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r artResult) String() string {
+	return fmt.Sprintf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+}
+
+func art(t *testing.T, dir string, args ...string) artResult {
+	t.Helper()
+	cmd := exec.Command(artBinary(t), args...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := artResult{stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		res.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run art %v: %v", args, err)
+	}
+	return res
+}
+
+func artOK(t *testing.T, dir string, args ...string) artResult {
+	t.Helper()
+	r := art(t, dir, args...)
+	if r.code != 0 {
+		t.Fatalf("art %s: %v", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+// cliRepo is a repository made with the art binary: main holds a pushed
+// workspace named ws.
+type cliRepo struct {
+	t    *testing.T
+	db   string
+	host string // the pushed host workspace
+	tmp  string
+}
+
+func newCLIRepo(t *testing.T) *cliRepo {
+	t.Helper()
+	requireFUSE(t)
+	tmp := t.TempDir()
+	c := &cliRepo{t: t, db: filepath.Join(tmp, "repo", "art.db"), host: filepath.Join(tmp, "host", wsName), tmp: tmp}
+	if err := os.MkdirAll(c.host, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	setupCasesLower(c.host)
+	artOK(t, tmp, "init", "-d", c.db)
+	artOK(t, tmp, "push", "-d", c.db, "-m", c.host, "-M", "lower")
+	return c
+}
+
+// state is what a refused command must leave unchanged: the log of every
+// branch and the worktree table.
+func (c *cliRepo) state() string {
+	c.t.Helper()
+	log := artOK(c.t, c.tmp, "log", "-d", c.db, "--all", "--json").stdout
+	r, err := repo.Open(c.db)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer r.Close()
+	wts, err := r.Worktrees()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString(log)
+	for _, w := range wts {
+		fmt.Fprintf(&b, "worktree #%d %s %s pid=%d pending=%d %s\n", w.ID, w.Branch, w.State, w.Pid, w.Pending, w.Mountpoint)
+	}
+	return b.String()
+}
+
+// mountProc is a running 'art mount'.
+type mountProc struct {
+	cmd    *exec.Cmd
+	dir    string
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+// startMount runs 'art mount' and waits until it reports the mount (or
+// exits). There is no sleep: art prints its line after the INIT exchange.
+func (c *cliRepo) startMount(branch, dir string) *mountProc {
+	t := c.t
+	t.Helper()
+	cmd := exec.Command(artBinary(t), "mount", "-d", c.db, "-b", branch, dir)
+	cmd.Dir = c.tmp
+	pr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &mountProc{cmd: cmd, dir: dir, stderr: &syncBuffer{}, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		said := false
+		for sc.Scan() {
+			p.stderr.Write([]byte(sc.Text() + "\n"))
+			if !said && strings.Contains(sc.Text(), "mounted at") {
+				said = true
+				ready <- true
+			}
+		}
+		io.Copy(io.Discard, pr)
+		p.err = cmd.Wait()
+		close(p.done)
+		if !said {
+			ready <- false
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			cmd.Process.Kill()
+			<-p.done
+		}
+		if mounted, _ := IsMountpoint(dir); mounted {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("art mount exited before mounting: %v\n%s", p.err, p.stderr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("art mount did not report the mount within a minute:\n%s", p.stderr)
+	}
+	return p
+}
+
+func (p *mountProc) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("art mount did not exit:\n%s", p.stderr)
+	}
+}
+
+// TestCrash kills art with SIGKILL during a write storm, then checks that
+// fsck accepts the repository, the next command removes the dead mount,
+// 'art commit' records the interrupted worktree and every file fsynced or
+// closed before the kill is in that commit with its content.
+func TestCrash(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	p := c.startMount("main", mnt)
+	storm := filepath.Join(mnt, wsName, "storm")
+	if err := os.Mkdir(storm, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	// Acknowledged changes to lower content and to the namespace: random
+	// writes into a lower file made durable by fsync (the descriptor stays
+	// open), a rename and an unlink made durable by fsync of the directory.
+	ws := filepath.Join(mnt, wsName)
+	bigWant, err := os.ReadFile(filepath.Join(ws, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := os.OpenFile(filepath.Join(ws, "big"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+	rng := rand.New(rand.NewSource(99))
+	for i := 0; i < 20; i++ {
+		off := rng.Intn(len(bigWant) + 100000)
+		chunk := make([]byte, rng.Intn(70000))
+		rng.Read(chunk)
+		if _, err := big.WriteAt(chunk, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		if end := off + len(chunk); end > len(bigWant) {
+			bigWant = append(bigWant, make([]byte, end-len(bigWant))...)
+		}
+		copy(bigWant[off:], chunk)
+	}
+	if err := big.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(ws, "file"), filepath.Join(ws, "dir", "renamed")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(ws, "other")); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{ws, filepath.Join(ws, "dir")} {
+		df, err := os.Open(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := df.Sync(); err != nil {
+			t.Errorf("fsync of directory %s: %v", d, err)
+		}
+		df.Close()
+	}
+
+	var mu sync.Mutex
+	durable := map[string][]byte{} // rel → content acknowledged by fsync or close
+	var open []*os.File
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	content := func(w, i int) []byte {
+		rng := rand.New(rand.NewSource(int64(w*100000 + i)))
+		b := make([]byte, rng.Intn(150<<10))
+		rng.Read(b)
+		return b
+	}
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rel := fmt.Sprintf("storm/w%d-%04d", w, i)
+				data := content(w, i)
+				f, err := os.OpenFile(filepath.Join(mnt, wsName, rel), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+				if err != nil {
+					return // the mount is gone
+				}
+				if _, err := f.Write(data); err != nil {
+					f.Close()
+					return
+				}
+				switch i % 3 {
+				case 0: // fsync, keep it open
+					if f.Sync() != nil {
+						f.Close()
+						return
+					}
+					mu.Lock()
+					durable[rel] = data
+					open = append(open, f)
+					mu.Unlock()
+				case 1: // close
+					if f.Close() != nil {
+						return
+					}
+					mu.Lock()
+					durable[rel] = data
+					mu.Unlock()
+				default: // left open and unflushed: no guarantee
+					mu.Lock()
+					open = append(open, f)
+					mu.Unlock()
+				}
+			}
+		}(w)
+	}
+	// Let the storm run until a good number of files are durable.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(durable)
+		mu.Unlock()
+		if n >= 300 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	acked := map[string][]byte{}
+	for k, v := range durable {
+		acked[k] = v
+	}
+	mu.Unlock()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	close(stop)
+	wg.Wait()
+	for _, f := range open {
+		f.Close()
+	}
+	t.Logf("%d files acknowledged (fsync or close) before the kill", len(acked))
+	if len(acked) == 0 {
+		t.Fatal("no file was acknowledged before the kill")
+	}
+
+	if mounted, _ := IsMountpoint(mnt); !mounted {
+		t.Fatal("the dead mount vanished before any art command ran (nothing left to test)")
+	}
+	// The next art command (here fsck) removes the dead mount.
+	r := artOK(t, c.tmp, "fsck", "-d", c.db)
+	t.Logf("fsck: %s%s", r.stdout, r.stderr)
+	if mounted, _ := IsMountpoint(mnt); mounted {
+		t.Errorf("art fsck left the stale mount at %s:\n%v", mnt, r)
+	}
+	if !strings.Contains(r.stderr, "stale mount") {
+		t.Errorf("art fsck does not say it removed the stale mount:\n%v", r)
+	}
+	r = artOK(t, c.tmp, "status", "-d", c.db, "-m", c.host)
+	if mounted, _ := IsMountpoint(mnt); mounted {
+		t.Errorf("art status left the stale mount at %s:\n%v", mnt, r)
+	}
+	if !strings.Contains(r.stdout+r.stderr, "interrupted") {
+		t.Errorf("art status does not show the interrupted worktree:\n%v", r)
+	}
+	r = artOK(t, c.tmp, "commit", "-d", c.db)
+	if !strings.Contains(r.stdout+r.stderr, "[main ") {
+		t.Errorf("art commit: %v", r)
+	}
+	artOK(t, c.tmp, "fsck", "-d", c.db)
+
+	// Inspect the commit: pull it into a host directory named ws.
+	pulled := filepath.Join(c.tmp, "pulled", wsName)
+	artOK(t, c.tmp, "pull", "-d", c.db, "-m", pulled, "--commit", "main", "-q")
+	for rel, want := range acked {
+		got, err := os.ReadFile(filepath.Join(pulled, rel))
+		if err != nil {
+			t.Errorf("%s (acknowledged before the kill): %v", rel, err)
+		} else if !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes, want %d (acknowledged before the kill)", rel, len(got), len(want))
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(pulled, "dir", "sub", "c")); err != nil || string(b) != "lower c\n" {
+		t.Errorf("lower content after recovery: %q %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(pulled, "big")); err != nil || !bytes.Equal(b, bigWant) {
+		t.Errorf("lower file written and fsynced before the kill: %d bytes, want %d, %v", len(b), len(bigWant), err)
+	}
+	if b, err := os.ReadFile(filepath.Join(pulled, "dir", "renamed")); err != nil || string(b) != "lower file\n" {
+		t.Errorf("file renamed before the kill: %q %v", b, err)
+	}
+	for _, gone := range []string{"file", "other"} {
+		if _, err := os.Lstat(filepath.Join(pulled, gone)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s (renamed or removed before the kill): %v", gone, err)
+		}
+	}
+	// Nothing is left to commit and the branch is free again.
+	if r := art(t, c.tmp, "commit", "-d", c.db); r.code == 0 {
+		t.Errorf("second art commit succeeded: %v", r)
+	}
+	os.RemoveAll(mnt)
+	os.Mkdir(mnt, 0o755)
+	p = c.startMount("main", mnt)
+	if b, err := os.ReadFile(filepath.Join(mnt, wsName, "storm", "w0-0001")); err != nil {
+		t.Errorf("remount of main after recovery: %v", err)
+	} else if want, ok := acked["storm/w0-0001"]; ok && !bytes.Equal(b, want) {
+		t.Errorf("remount of main after recovery: storm/w0-0001 differs")
+	}
+	if err := os.WriteFile(filepath.Join(mnt, wsName, "after"), []byte("after recovery"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t)
+	if p.err != nil {
+		t.Errorf("art mount after SIGTERM: %v\n%s", p.err, p.stderr)
+	}
+	if mounted, _ := IsMountpoint(mnt); mounted {
+		t.Errorf("art mount left %s mounted after SIGTERM", mnt)
+	}
+	// SIGTERM recorded the session as a commit.
+	if out := artOK(t, c.tmp, "log", "-d", c.db, "--oneline", "-n", "1").stdout; !strings.Contains(out, "mount session") {
+		t.Errorf("no 'mount session' commit after SIGTERM:\n%s", out)
+	}
+	artOK(t, c.tmp, "pull", "-d", c.db, "-m", pulled, "--commit", "main", "-q")
+	if b, err := os.ReadFile(filepath.Join(pulled, "after")); err != nil || string(b) != "after recovery" {
+		t.Errorf("file of the SIGTERM session: %q %v", b, err)
+	}
+}
+
+// TestMountBadInput: every refused 'art mount' / 'art commit' exits
+// non-zero with a message naming the cause, and changes nothing.
+func TestMountBadInput(t *testing.T) {
+	c := newCLIRepo(t)
+	file := filepath.Join(c.tmp, "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	full := filepath.Join(c.tmp, "full")
+	os.MkdirAll(filepath.Join(full, "something"), 0o755)
+	// A mount point that is already a mount: a live test mount.
+	busy := newTestMount(t, nil)
+	live := filepath.Join(c.tmp, "live")
+	os.Mkdir(live, 0o755)
+	other := filepath.Join(c.tmp, "other")
+	os.Mkdir(other, 0o755)
+
+	cases := []struct {
+		name  string
+		args  []string
+		want  []string // substrings of stderr
+		setup func(t *testing.T)
+	}{
+		{"missing mount point", []string{"mount", "-b", "main", filepath.Join(c.tmp, "nope")}, []string{"mount point", "no such file", "create an empty directory"}, nil},
+		{"not a directory", []string{"mount", "-b", "main", file}, []string{"not a directory"}, nil},
+		{"not empty", []string{"mount", "-b", "main", full}, []string{"not empty"}, nil},
+		{"already a mount", []string{"mount", "-b", "main", busy.Dir}, []string{"already a mount point", "unmount"}, nil},
+		{"missing branch", []string{"mount", "-b", "nosuch", other}, []string{"nosuch", "art branch"}, nil},
+		{"bad branch name", []string{"mount", "-b", "../x", other}, []string{"x"}, nil},
+		{"nothing to commit", []string{"commit"}, []string{"nothing to commit"}, nil},
+		{"unknown worktree", []string{"commit", "--worktree", "99"}, []string{"99"}, nil},
+		{"second live mount on the branch", []string{"mount", "-b", "main", other}, []string{"in use", "-b"}, func(t *testing.T) {
+			c.startMount("main", live)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.setup != nil {
+				tc.setup(t)
+			}
+			before := c.state()
+			r := art(t, c.tmp, append(tc.args, "-d", c.db)...)
+			if r.code == 0 {
+				t.Fatalf("art %s succeeded: %v", strings.Join(tc.args, " "), r)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(strings.ToLower(r.stderr), strings.ToLower(w)) {
+					t.Errorf("message lacks %q: %v", w, r)
+				}
+			}
+			if strings.Count(strings.TrimSpace(r.stderr), "\n") > 3 {
+				t.Errorf("message is not short: %v", r)
+			}
+			if after := c.state(); after != before {
+				t.Errorf("state changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+			if mounted, _ := IsMountpoint(other); mounted {
+				t.Errorf("%s was mounted", other)
+			}
+			if ents, _ := os.ReadDir(other); len(ents) != 0 {
+				t.Errorf("%s was written", other)
+			}
+		})
+	}
+
+	// /dev/fuse missing: in a private mount namespace with an empty /dev.
+	t.Run("no /dev/fuse", func(t *testing.T) {
+		if _, err := exec.LookPath("unshare"); err != nil || os.Geteuid() != 0 {
+			t.Skip("needs root and unshare to hide /dev/fuse")
+		}
+		before := c.state()
+		script := `mount -t tmpfs none /dev && exec "$0" "$@"`
+		cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script, artBinary(t), "mount", "-b", "other", other, "-d", c.db)
+		cmd.Dir = c.tmp
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("art mount without /dev/fuse succeeded:\n%s", out)
+		}
+		if !strings.Contains(string(out), "/dev/fuse") || !strings.Contains(string(out), "fuse3") {
+			t.Errorf("message does not say what to install: %s", out)
+		}
+		if after := c.state(); after != before {
+			t.Errorf("state changed:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+	})
+}
+
+// TestCleanupStaleRightAfterDeath: regression. CleanupStale used stat(2)
+// to tell a dead mount, which the kernel answers from its attribute cache
+// for up to the attribute timeout after the server died, so a command run
+// right after the crash left the dead mount in place. CheckMountpoint
+// named the dead mount a missing directory.
+func TestCleanupStaleRightAfterDeath(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	p := c.startMount("main", mnt)
+	if _, err := os.Stat(mnt); err != nil { // the root's attributes are now cached
+		t.Fatal(err)
+	}
+	// A live mount is left alone.
+	if done, err := CleanupStale(mnt); done || err != nil {
+		t.Fatalf("CleanupStale of a live mount: %v %v", done, err)
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+	_, err := CheckMountpoint(mnt)
+	if err == nil || !strings.Contains(err.Error(), "died") {
+		t.Errorf("CheckMountpoint of a dead mount: %v", err)
+	}
+	done, err := CleanupStale(mnt)
+	if err != nil || !done {
+		t.Fatalf("CleanupStale right after the server died: %v %v", done, err)
+	}
+	if mounted, _ := IsMountpoint(mnt); mounted {
+		t.Fatal("dead mount still there")
+	}
+	if _, err := CheckMountpoint(mnt); err != nil {
+		t.Errorf("mount point after cleanup: %v", err)
+	}
+}
+
+// TestCrashResume: after a kill -9, mounting the branch again resumes the
+// interrupted worktree with everything acknowledged before the kill, and
+// its next clean end records one commit with all of it.
+func TestCrashResume(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	p := c.startMount("main", mnt)
+	want := map[string]string{}
+	for i := 0; i < 50; i++ {
+		rel := fmt.Sprintf("f%02d", i)
+		content := strings.Repeat(rel, i*100)
+		if err := os.WriteFile(filepath.Join(mnt, wsName, rel), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		want[rel] = content
+	}
+	if err := os.Remove(filepath.Join(mnt, wsName, "other")); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := os.Open(filepath.Join(mnt, wsName))
+	d.Sync()
+	d.Close()
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+
+	// The dead mount is refused with a clear message until a command
+	// cleans it up.
+	r := art(t, c.tmp, "mount", "-d", c.db, "-b", "main", mnt)
+	if r.code == 0 || !strings.Contains(r.stderr, "died") {
+		t.Errorf("art mount on the dead mount point: %v", r)
+	}
+	artOK(t, c.tmp, "status", "-d", c.db, "-m", c.host)
+	p = c.startMount("main", mnt)
+	if !strings.Contains(p.stderr.String(), "resuming interrupted worktree") {
+		t.Errorf("art mount did not say it resumes the interrupted worktree:\n%s", p.stderr)
+	}
+	for rel, content := range want {
+		b, err := os.ReadFile(filepath.Join(mnt, wsName, rel))
+		if err != nil || string(b) != content {
+			t.Errorf("%s after resume: %d bytes, %v", rel, len(b), err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(mnt, wsName, "other")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("file removed before the kill is back: %v", err)
+	}
+	os.WriteFile(filepath.Join(mnt, wsName, "more"), []byte("more"), 0o644)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t)
+	if p.err != nil {
+		t.Fatalf("art mount: %v\n%s", p.err, p.stderr)
+	}
+	pulled := filepath.Join(c.tmp, "pulled", wsName)
+	artOK(t, c.tmp, "pull", "-d", c.db, "-m", pulled, "--commit", "main", "-q")
+	want["more"] = "more"
+	for rel, content := range want {
+		if b, err := os.ReadFile(filepath.Join(pulled, rel)); err != nil || string(b) != content {
+			t.Errorf("%s in the commit: %d bytes, %v", rel, len(b), err)
+		}
+	}
+	if r := art(t, c.tmp, "commit", "-d", c.db); r.code == 0 {
+		t.Errorf("a worktree is left after the resumed session committed: %v", r)
+	}
+}

@@ -1,0 +1,613 @@
+package overlay_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/artproject/art/objects"
+	"github.com/artproject/art/overlay"
+	"github.com/artproject/art/repo"
+)
+
+// These tests drive the overlay model directly, without FUSE; the fuse
+// package's tests run the same semantics through a real mount.
+
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type env struct {
+	t   *testing.T
+	r   *repo.Repo
+	wt  *repo.Worktree
+	fs  *overlay.FS
+	log *logBuf
+}
+
+// newEnv makes a repository whose main branch holds the workspace "ws"
+// prepared by setup (nil: an empty tree), and opens a worktree on it.
+func newEnv(t *testing.T, setup func(dir string)) *env {
+	t.Helper()
+	tmp := t.TempDir()
+	r, err := repo.Init(filepath.Join(tmp, "art.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if setup != nil {
+		host := filepath.Join(tmp, "ws")
+		os.Mkdir(host, 0o755)
+		setup(host)
+		if _, err := r.Push(context.Background(), repo.PushOptions{Dir: host, Branch: "main", Message: "lower"}); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		tx, _ := r.Begin()
+		tree, _ := tx.EmptyTree()
+		id, err := tx.PutCommit(&objects.Commit{Tree: tree, Time: 1, Author: "t", Message: "empty"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx.SetBranch("main", id)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wt, _, err := r.CreateWorktree("main", "mount", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, r: r, wt: wt, log: &logBuf{}}
+	e.open()
+	t.Cleanup(func() {
+		if e.fs != nil {
+			e.fs.Close()
+		}
+		if s := e.log.String(); s != "" {
+			t.Errorf("overlay logged internal errors:\n%s", s)
+		}
+	})
+	return e
+}
+
+func (e *env) open() {
+	e.t.Helper()
+	fs, err := overlay.Open(e.r, e.wt, overlay.Options{Log: log.New(e.log, "", 0)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.fs = fs
+}
+
+// reopen closes the overlay (persisting the upper layer) and opens the
+// same worktree again.
+func (e *env) reopen() {
+	e.t.Helper()
+	if err := e.fs.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.open()
+}
+
+// commit folds the worktree into a commit and opens a new worktree on it.
+func (e *env) commit() objects.ID {
+	e.t.Helper()
+	id, err := e.fs.Commit(overlay.CommitOptions{Message: "test"})
+	e.fs = nil
+	if err != nil {
+		e.t.Fatalf("commit: %v", err)
+	}
+	e.wt, _, err = e.r.CreateWorktree("main", "mount", "", "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.open()
+	return id
+}
+
+// walk resolves a slash-separated path from the root.
+func (e *env) walk(p string) (overlay.Attr, error) {
+	a, err := e.fs.Getattr(overlay.RootIno)
+	if err != nil {
+		return a, err
+	}
+	for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		if a, err = e.fs.Lookup(a.Ino, c); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
+}
+
+func (e *env) ino(p string) uint64 {
+	e.t.Helper()
+	a, err := e.walk(p)
+	if err != nil {
+		e.t.Fatalf("%s: %v", p, err)
+	}
+	return a.Ino
+}
+
+func (e *env) read(p string) string {
+	e.t.Helper()
+	a, err := e.walk(p)
+	if err != nil {
+		e.t.Fatalf("%s: %v", p, err)
+	}
+	buf := make([]byte, a.Size+10)
+	n, err := e.fs.Read(a.Ino, buf, 0)
+	if err != nil {
+		e.t.Fatalf("read %s: %v", p, err)
+	}
+	return string(buf[:n])
+}
+
+func (e *env) write(dir, name, content string) uint64 {
+	e.t.Helper()
+	a, err := e.fs.Create(e.ino(dir), name, 0o644)
+	if err != nil {
+		e.t.Fatalf("create %s/%s: %v", dir, name, err)
+	}
+	if _, err := e.fs.Write(a.Ino, []byte(content), 0); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.fs.Flush(a.Ino); err != nil {
+		e.t.Fatal(err)
+	}
+	e.fs.Released(a.Ino)
+	return a.Ino
+}
+
+func (e *env) names(p string) string {
+	e.t.Helper()
+	ents, err := e.fs.Readdir(e.ino(p))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, d := range ents {
+		out = append(out, d.Name)
+	}
+	return strings.Join(out, " ")
+}
+
+func lower(dir string) {
+	os.MkdirAll(filepath.Join(dir, "a", "sub"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "b", "deep", "er"), 0o755)
+	os.WriteFile(filepath.Join(dir, "a", "x"), []byte("lower x"), 0o644)
+	os.WriteFile(filepath.Join(dir, "a", "sub", "y"), []byte("lower y"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b", "deep", "er", "z"), []byte("lower z"), 0o644)
+	os.WriteFile(filepath.Join(dir, "top"), []byte("lower top"), 0o644)
+}
+
+func TestCommitNothing(t *testing.T) {
+	e := newEnv(t, lower)
+	e.read("ws/a/x") // reading copies nothing up
+	_, err := e.fs.Commit(overlay.CommitOptions{Message: "nothing"})
+	if !errors.Is(err, overlay.ErrNothingToCommit) {
+		t.Fatalf("commit without changes: %v", err)
+	}
+	e.fs = nil
+	// The worktree is still there: the failed commit changed nothing.
+	wts, err := e.r.Worktrees()
+	if err != nil || len(wts) != 1 {
+		t.Fatalf("worktrees after an empty commit: %d %v", len(wts), err)
+	}
+	e.open()
+	id, err := e.fs.Commit(overlay.CommitOptions{Message: "empty", AllowEmpty: true})
+	e.fs = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tip, _ := e.r.BranchTip("main"); tip != id {
+		t.Errorf("branch at %s, want %s", tip.Short(), id.Short())
+	}
+}
+
+// TestFoldAlongChangedPaths: a commit rewrites only the directories on the
+// path of a change; untouched subtrees keep their ids.
+func TestFoldAlongChangedPaths(t *testing.T) {
+	e := newEnv(t, lower)
+	base, _ := e.r.BranchTip("main")
+	c0, _ := e.r.LoadCommit(base)
+	e.write("ws/a/sub", "new", "new file")
+	id := e.commit()
+	c1, _ := e.r.LoadCommit(id)
+	same := func(p string) bool {
+		parts := strings.Split(p, "/")
+		a, _, err1 := e.r.Lookup(c0.Tree, parts)
+		b, _, err2 := e.r.Lookup(c1.Tree, parts)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("lookup %s: %v %v", p, err1, err2)
+		}
+		return a.ID == b.ID
+	}
+	for _, p := range []string{"ws/b", "ws/b/deep", "ws/a/x", "ws/top"} {
+		if !same(p) {
+			t.Errorf("%s changed id although nothing under it changed", p)
+		}
+	}
+	for _, p := range []string{"ws", "ws/a", "ws/a/sub"} {
+		if same(p) {
+			t.Errorf("%s kept its id although a file under it was added", p)
+		}
+	}
+	if got := e.read("ws/a/sub/new"); got != "new file" {
+		t.Errorf("after commit: %q", got)
+	}
+}
+
+// TestSetgidDirectoryInherited: regression. A directory created in a
+// set-group-ID directory did not inherit the bit, unlike on every local
+// filesystem (found by the fuse package's model test).
+func TestSetgidDirectoryInherited(t *testing.T) {
+	e := newEnv(t, lower)
+	mode := uint32(0o2775)
+	if _, err := e.fs.Setattr(e.ino("ws/a"), overlay.SetAttr{Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.fs.Mkdir(e.ino("ws/a"), "child", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Mode != 0o2755 {
+		t.Errorf("directory in a setgid directory: mode %o, want 2755", d.Mode)
+	}
+	f, err := e.fs.Create(e.ino("ws/a"), "file", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fs.Released(f.Ino)
+	if f.Mode != 0o644 {
+		t.Errorf("file in a setgid directory: mode %o, want 644", f.Mode)
+	}
+	d2, _ := e.fs.Mkdir(e.ino("ws/b"), "plain", 0o755)
+	if d2.Mode != 0o755 {
+		t.Errorf("directory in a plain directory: mode %o", d2.Mode)
+	}
+}
+
+// TestTmpfile: regression. O_TMPFILE was refused (EOPNOTSUPP); a file
+// created in no directory is freed on its last close unless linked.
+func TestTmpfile(t *testing.T) {
+	e := newEnv(t, lower)
+	a, err := e.fs.Tmpfile(e.ino("ws/a"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Nlink != 0 {
+		t.Errorf("tmpfile nlink %d", a.Nlink)
+	}
+	e.fs.Write(a.Ino, []byte("kept"), 0)
+	if got := e.names("ws/a"); got != "sub x" {
+		t.Errorf("tmpfile shows up in its directory: %s", got)
+	}
+	if _, err := e.fs.Link(a.Ino, e.ino("ws/b"), "linked"); err != nil {
+		t.Fatal(err)
+	}
+	e.fs.Flush(a.Ino)
+	e.fs.Released(a.Ino)
+	b, err := e.fs.Tmpfile(e.ino("ws"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fs.Write(b.Ino, []byte("dropped"), 0)
+	e.fs.Released(b.Ino)
+	if _, err := e.fs.Getattr(b.Ino); err == nil {
+		if _, err := e.fs.Read(b.Ino, make([]byte, 10), 0); err == nil {
+			t.Errorf("released tmpfile is still readable")
+		}
+	}
+	e.reopen()
+	if got := e.read("ws/b/linked"); got != "kept" {
+		t.Errorf("linked tmpfile after reopen: %q", got)
+	}
+	e.commit()
+	if got := e.read("ws/b/linked"); got != "kept" {
+		t.Errorf("linked tmpfile after commit: %q", got)
+	}
+	if got := e.names("ws"); got != "a b top" {
+		t.Errorf("workspace after commit: %s", got)
+	}
+}
+
+// TestSparseAlloc: regression. st_blocks reported the full size of a
+// sparse file; holes must take no space.
+func TestSparseAlloc(t *testing.T) {
+	e := newEnv(t, nil)
+	a, err := e.fs.Create(overlay.RootIno, "sparse", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.fs.Released(a.Ino)
+	if _, err := e.fs.Write(a.Ino, []byte("x"), 100<<20); err != nil {
+		t.Fatal(err)
+	}
+	for _, stage := range []string{"dirty", "flushed"} {
+		got, _ := e.fs.Getattr(a.Ino)
+		if got.Size != 100<<20+1 || got.Alloc > overlay.BlockSize {
+			t.Errorf("%s: size %d, alloc %d", stage, got.Size, got.Alloc)
+		}
+		e.fs.Flush(a.Ino)
+	}
+	if off, err := e.fs.SeekData(a.Ino, 0, false); err != nil || off != 100<<20-100<<20%overlay.BlockSize {
+		t.Errorf("SEEK_DATA: %d %v", off, err)
+	}
+	if off, err := e.fs.SeekData(a.Ino, 0, true); err != nil || off != 0 {
+		t.Errorf("SEEK_HOLE: %d %v", off, err)
+	}
+	// A dense file occupies its size.
+	d := e.write("", "dense", strings.Repeat("d", 200<<10))
+	if got, _ := e.fs.Getattr(d); got.Alloc < 200<<10 || got.Alloc > 200<<10+overlay.BlockSize {
+		t.Errorf("dense file: alloc %d for %d bytes", got.Alloc, got.Size)
+	}
+}
+
+// TestPersistAndReopen: the upper layer survives a close and reopen of
+// the worktree: contents, whiteouts, opaque directories, renames, links,
+// symlinks, xattrs, times and inode numbers.
+func TestPersistAndReopen(t *testing.T) {
+	e := newEnv(t, lower)
+	fs := e.fs
+	e.write("ws", "new", "new content")
+	if err := fs.Unlink(e.ino("ws"), "top"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Rename(e.ino("ws/a"), "sub", e.ino("ws/b"), "moved", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Unlink(e.ino("ws/b/deep/er"), "z"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Rmdir(e.ino("ws/b/deep"), "er"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Mkdir(e.ino("ws/b/deep"), "er", 0o700); err != nil { // opaque
+		t.Fatal(err)
+	}
+	if _, err := fs.Link(e.ino("ws/a/x"), e.ino("ws"), "xlink"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Symlink(e.ino("ws"), "sym", "a/x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.SetXattr(e.ino("ws/a/x"), "user.k", []byte("v"), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	mt := int64(1234567890123456789)
+	if _, err := fs.Setattr(e.ino("ws/new"), overlay.SetAttr{Mtime: &mt}); err != nil {
+		t.Fatal(err)
+	}
+	// An unlinked file still open when the worktree closes is garbage.
+	g := e.write("ws", "gone", "gone")
+	fs.Opened(g)
+	fs.Unlink(e.ino("ws"), "gone")
+
+	inos := map[string]uint64{}
+	for _, p := range []string{"ws", "ws/a", "ws/a/x", "ws/b/moved", "ws/b/moved/y", "ws/new", "ws/xlink", "ws/sym", "ws/b/deep/er"} {
+		inos[p] = e.ino(p)
+	}
+	e.reopen()
+	for p, want := range inos {
+		if got := e.ino(p); got != want {
+			t.Errorf("%s: inode %d after reopen, was %d", p, got, want)
+		}
+	}
+	checks := func(stage string) {
+		if got := e.names("ws"); got != "a b new sym xlink" {
+			t.Errorf("%s: ws holds %s", stage, got)
+		}
+		if got := e.names("ws/a"); got != "x" {
+			t.Errorf("%s: ws/a holds %s", stage, got)
+		}
+		if got := e.names("ws/b/deep/er"); got != "" {
+			t.Errorf("%s: opaque directory holds %s", stage, got)
+		}
+		if got := e.read("ws/b/moved/y"); got != "lower y" {
+			t.Errorf("%s: moved child: %q", stage, got)
+		}
+		if got := e.read("ws/new"); got != "new content" {
+			t.Errorf("%s: new: %q", stage, got)
+		}
+		if a, _ := e.walk("ws/new"); a.Mtime != mt {
+			t.Errorf("%s: mtime %d, want %d", stage, a.Mtime, mt)
+		}
+		if v, err := e.fs.GetXattr(e.ino("ws/a/x"), "user.k"); err != nil || string(v) != "v" {
+			t.Errorf("%s: xattr %q %v", stage, v, err)
+		}
+		if target, err := e.fs.Readlink(e.ino("ws/sym")); err != nil || target != "a/x" {
+			t.Errorf("%s: symlink %q %v", stage, target, err)
+		}
+	}
+	checks("reopened")
+	if a, _ := e.walk("ws/xlink"); a.Nlink != 2 || a.Ino != e.ino("ws/a/x") {
+		t.Errorf("hard link after reopen: nlink %d", a.Nlink)
+	}
+	e.commit()
+	checks("committed")
+}
+
+func TestReadOnly(t *testing.T) {
+	e := newEnv(t, lower)
+	e.fs.Close()
+	fs, err := overlay.Open(e.r, e.wt, overlay.Options{ReadOnly: true, Log: log.New(e.log, "", 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.fs = fs
+	ws := e.ino("ws")
+	if _, err := fs.Create(ws, "f", 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("create: %v", err)
+	}
+	if _, err := fs.Write(e.ino("ws/top"), []byte("x"), 0); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("write: %v", err)
+	}
+	if err := fs.Unlink(ws, "top"); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("unlink: %v", err)
+	}
+	if err := fs.Rename(ws, "top", ws, "x", 0); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("rename: %v", err)
+	}
+	if got := e.read("ws/top"); got != "lower top" {
+		t.Errorf("read: %q", got)
+	}
+}
+
+// TestBranchMoved: a commit whose branch moved since the worktree opened
+// is refused with a hint, and changes nothing.
+func TestBranchMoved(t *testing.T) {
+	e := newEnv(t, lower)
+	e.write("ws", "f", "x")
+	tx, _ := e.r.Begin()
+	tree, _ := tx.EmptyTree()
+	other, _ := tx.PutCommit(&objects.Commit{Tree: tree, Time: 2, Author: "t", Message: "elsewhere"})
+	tx.SetBranch("main", other)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.fs.Commit(overlay.CommitOptions{Message: "late"})
+	e.fs = nil
+	if err == nil || !strings.Contains(err.Error(), "moved") {
+		t.Fatalf("commit after the branch moved: %v", err)
+	}
+	if tip, _ := e.r.BranchTip("main"); tip != other {
+		t.Errorf("branch moved by a refused commit")
+	}
+	wts, _ := e.r.Worktrees()
+	if len(wts) != 1 || wts[0].Pending == 0 {
+		t.Errorf("worktree after a refused commit: %+v", wts)
+	}
+}
+
+// TestConcurrentOperations runs namespace and data operations from many
+// goroutines (meant for -race): no single lock serialises requests, so the
+// per-inode and namespace locking must hold.
+func TestConcurrentOperations(t *testing.T) {
+	e := newEnv(t, lower)
+	fs := e.fs
+	ws := e.ino("ws")
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			d, err := fs.Mkdir(ws, fmt.Sprintf("g%d", g), 0o755)
+			if err != nil {
+				errs <- err
+				return
+			}
+			for i := 0; i < 50; i++ {
+				name := fmt.Sprintf("f%d", i)
+				a, err := fs.Create(d.Ino, name, 0o644)
+				if err != nil {
+					errs <- err
+					return
+				}
+				data := bytes.Repeat([]byte{byte(g), byte(i)}, 40000)
+				fs.Write(a.Ino, data, int64(i*1000))
+				buf := make([]byte, len(data))
+				if n, err := fs.Read(a.Ino, buf, int64(i*1000)); err != nil || !bytes.Equal(buf[:n], data) {
+					errs <- fmt.Errorf("g%d/%s: read back %d bytes, %v", g, name, n, err)
+				}
+				if i%5 == 0 {
+					fs.Flush(a.Ino)
+				}
+				fs.Released(a.Ino)
+				if i%3 == 0 {
+					fs.Rename(d.Ino, name, ws, fmt.Sprintf("r%d-%d", g, i), 0)
+				}
+				if i%7 == 0 {
+					fs.Readdir(ws)
+					fs.Lookup(ws, "top")
+					fs.Read(e.ino("ws/a/x"), make([]byte, 10), 0)
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	e.reopen()
+	if n := len(strings.Fields(e.names("ws"))); n != 3+8+8*17 {
+		t.Errorf("%d entries in ws after the concurrent run", n)
+	}
+	e.commit()
+	if got := e.read("ws/r3-9"); len(got) != 9000+80000 {
+		t.Errorf("r3-9 after commit: %d bytes", len(got))
+	}
+}
+
+// TestLookupRacesWithData: regression. Lookup records the path policy's
+// verdict on the node (under the node's lock) while Write, Setattr,
+// SetXattr and Readlink read it without that lock: a data race between a
+// stat and a write or readlink of the same node (found by go test -race
+// on the posixtest OpenSymlinkRace case).
+func TestLookupRacesWithData(t *testing.T) {
+	e := newEnv(t, lower)
+	ws := e.ino("ws")
+	if _, err := e.fs.Symlink(ws, "sym", "top"); err != nil {
+		t.Fatal(err)
+	}
+	top, sym := e.ino("ws/top"), e.ino("ws/sym")
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	loop := func(f func(i int) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := f(i); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	loop(func(int) error { _, err := e.fs.Lookup(ws, "top"); return err })
+	loop(func(int) error { _, err := e.fs.Lookup(ws, "sym"); return err })
+	loop(func(int) error { _, err := e.fs.Readlink(sym); return err })
+	loop(func(i int) error { _, err := e.fs.Write(top, []byte("x"), int64(i%1000)); return err })
+	loop(func(i int) error {
+		mt := int64(i)
+		_, err := e.fs.Setattr(top, overlay.SetAttr{Mtime: &mt})
+		return err
+	})
+	loop(func(int) error { return e.fs.SetXattr(top, "user.i", []byte("v"), 0, false) })
+	time.Sleep(500 * time.Millisecond) // let the loops overlap
+	close(stop)
+	wg.Wait()
+}
