@@ -229,7 +229,10 @@ func (p *fileParser) rules() ([]Rule, error) {
 			return nil, p.errorf(off, "rule %d: %v", n, err)
 		}
 		r := Rule{Pattern: *fr.Pattern, Perm: perm, IgnoreCase: fr.IgnoreCase, Source: p.name}
-		if fr.Source != nil {
+		// An empty "source" names nothing: the rule comes from this file
+		// (and the canonical form, which omits empty sources, re-parses
+		// to the same rule).
+		if fr.Source != nil && *fr.Source != "" {
 			r.Source = *fr.Source
 		}
 		rules = append(rules, r)
