@@ -8,6 +8,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -215,8 +216,8 @@ var specClasses = map[string]callClass{
 	"execve": cExec, "execveat": cExec, "connect": cConnect,
 }
 
-// specs is specTable parsed; read-only after package initialization.
-var specs = func() map[string]*spec {
+// specs is specTable parsed on first use; read-only after.
+var specs = sync.OnceValue(func() map[string]*spec {
 	m := make(map[string]*spec, len(specTable))
 	for name, def := range specTable {
 		s := &spec{args: []argKind{}, class: specClasses[name]}
@@ -234,10 +235,10 @@ var specs = func() map[string]*spec {
 		m[name] = s
 	}
 	return m
-}()
+})
 
 // specFor returns the decoding spec of syscall name, nil for raw decoding.
-func specFor(name string) *spec { return specs[name] }
+func specFor(name string) *spec { return specs()[name] }
 
 func retIsHex(name string) bool {
 	s := specFor(name)

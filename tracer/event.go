@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -192,7 +193,7 @@ func (e *Event) AppendText(b []byte) []byte {
 		case e.Errno != "":
 			b = append(b, "-1 "...)
 			b = append(b, e.Errno...)
-			if n, ok := errnoNumbers[e.Errno]; ok {
+			if n, ok := errnoNumbers()[e.Errno]; ok {
 				b = append(b, " ("...)
 				b = append(b, errnoText(n)...)
 				b = append(b, ')')
@@ -243,7 +244,8 @@ func (e *Event) AppendText(b []byte) []byte {
 	return b
 }
 
-var errnoNumbers = func() map[string]int {
+// errnoNumbers maps errno names back to numbers; built on first use.
+var errnoNumbers = sync.OnceValue(func() map[string]int {
 	m := map[string]int{}
 	for i := 1; i < 4096; i++ {
 		n := errnoName(i)
@@ -252,7 +254,7 @@ var errnoNumbers = func() map[string]int {
 		}
 	}
 	return m
-}()
+})
 
 func (a *Arg) appendText(b []byte) []byte {
 	if a.Name != "" {

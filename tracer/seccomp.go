@@ -87,7 +87,7 @@ func SeccompFilter(names []string) ([]byte, error) {
 		start int
 	}
 	var blocks []*archBlock
-	for _, p := range personalities {
+	for _, p := range tables() {
 		var b *archBlock
 		for _, x := range blocks {
 			if x.arch == p.auditArch {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // personality is one system call ABI a tracee may use: the native one, and
@@ -43,19 +44,24 @@ func (p *personality) lookupNr(nr uint64) (string, *spec) {
 	return "", nil
 }
 
-func init() {
+// tables returns the personalities with their lookup tables built. They
+// are built on first use, not at package initialization: every art
+// command links the tracer, few trace, and the tables cost a millisecond
+// and thousands of allocations at each start.
+var tables = sync.OnceValue(func() []*personality {
 	for _, p := range personalities {
 		p.init()
 	}
-}
+	return personalities
+})
 
 // native is the personality of the architecture the tracer was built for.
-func native() *personality { return personalities[0] }
+func native() *personality { return tables()[0] }
 
 // personalityOf picks the personality of a syscall stop from the audit arch
 // and number reported by PTRACE_GET_SYSCALL_INFO.
 func personalityOf(arch uint32, nr uint64) *personality {
-	for _, p := range personalities {
+	for _, p := range tables() {
 		if p.auditArch == arch && (p.nrBase == 0 || nr&uint64(p.nrBase) != 0) {
 			if p.nrBase == 0 && x32Bit != 0 && nr&x32Bit != 0 {
 				continue
