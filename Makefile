@@ -30,7 +30,9 @@ test: deps vet
 fuzz:
 	bash scripts/fuzz.sh 60s
 
+# Benchmarks (bench/README.md): art next to git; overlay.sh and trace.sh by hand.
 bench: build
+	@bash scripts/deps.sh bench
 	bash bench/repo.sh
 
 clean:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what art needs at run and test time, when missing: bubblewrap,
-# fuse3 (fusermount3, /dev/fuse), and the tools the tests drive (git, fio).
+# fuse3 (fusermount3, /dev/fuse), and the tools the tests drive (git, fio);
+# with the argument "bench", also what the benchmarks drive (hyperfine, strace, bc).
 # Go modules come from go.mod.
 set -euo pipefail
 need=()
@@ -9,6 +10,11 @@ command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v fio >/dev/null 2>&1 || need+=(fio)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+if [ "${1:-}" = bench ]; then # what bench/*.sh drive besides art
+	command -v hyperfine >/dev/null 2>&1 || need+=(hyperfine)
+	command -v strace >/dev/null 2>&1 || need+=(strace)
+	command -v bc >/dev/null 2>&1 || need+=(bc)
+fi
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "art: missing ${need[*]}; install them: sudo apt-get install -y ${need[*]}" >&2
