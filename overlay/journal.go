@@ -152,12 +152,11 @@ const journalReserve = 1 << 20
 // needs as much again), or the journal could fill the disk with data
 // nothing can apply and nothing can free.
 func (j *journal) append(rec *record, pending int64) error {
-	payload := encodeRecord(rec)
-	frame := make([]byte, 12, 12+len(payload))
+	frame := appendRecord(make([]byte, 12, 12+recordSize(rec)), rec)
+	payload := frame[12:]
 	binary.LittleEndian.PutUint32(frame, frameMagic)
 	binary.LittleEndian.PutUint32(frame[4:], uint32(len(payload)))
 	binary.LittleEndian.PutUint32(frame[8:], crc32.Checksum(payload, crcTable))
-	frame = append(frame, payload...)
 	var st syscall.Statfs_t
 	if err := syscall.Fstatfs(int(j.f.Fd()), &st); err == nil && st.Blocks > 0 {
 		free := int64(st.Bavail) * st.Bsize
@@ -207,8 +206,29 @@ func appendBytes(b, v []byte) []byte {
 	return append(b, v...)
 }
 
+// recordSize bounds the encoded size of r, so that encoding it (megabytes
+// of block data, at write-storm rates) allocates and copies it once.
+func recordSize(r *record) int {
+	n := 4 * binary.MaxVarintLen64
+	for _, c := range r.chunks {
+		n += objects.IDSize + 3*binary.MaxVarintLen64 + len(c.data)
+	}
+	for _, x := range r.inodes {
+		n += 16*binary.MaxVarintLen64 + len(x.base) + len(x.target) + len(x.xattrs)
+	}
+	for _, d := range r.dirents {
+		n += 4*binary.MaxVarintLen64 + len(d.key.name)
+	}
+	n += len(r.blocks) * (2*binary.MaxVarintLen64 + 1 + objects.IDSize)
+	return n
+}
+
 func encodeRecord(r *record) []byte {
-	b := make([]byte, 0, 256)
+	return appendRecord(make([]byte, 0, recordSize(r)), r)
+}
+
+// appendRecord appends the encoding of r to b.
+func appendRecord(b []byte, r *record) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.chunks)))
 	for id, c := range r.chunks {
 		b = append(b, id[:]...)

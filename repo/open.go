@@ -220,8 +220,28 @@ func (r *Repo) migrate(create bool) error {
 	return r.applyMigrations(version)
 }
 
+// PageSize is the SQLite page size of a new repository. Chunks larger than
+// a page spill into overflow pages whose last one is half empty on
+// average: 2 KiB pages store an 11k-file source tree in 2.5 % less space
+// than SQLite's default 4 KiB (bench/profile -sizes), at no measurable
+// cost to push or pull. An existing repository keeps the size it has.
+const PageSize = 2048
+
 func (r *Repo) applyMigrations(from int) error {
-	tx, err := r.DB.Begin()
+	ctx := context.Background()
+	conn, err := r.DB.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if from == 0 {
+		// Set on the connection that creates the first table, or it
+		// has no effect.
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size=%d", PageSize)); err != nil {
+			return fmt.Errorf("set page size: %w", err)
+		}
+	}
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}

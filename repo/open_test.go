@@ -31,10 +31,16 @@ func TestPragmasOnEveryPooledConnection(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatal(errs[i])
 		}
-		var fk, busy int
+		var fk, busy, page int
 		var mode string
 		if err := c.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
 			t.Fatal(err)
+		}
+		if err := c.QueryRowContext(ctx, `PRAGMA page_size`).Scan(&page); err != nil {
+			t.Fatal(err)
+		}
+		if page != PageSize {
+			t.Errorf("connection %d: page_size=%d, want %d for a new repository", i, page, PageSize)
 		}
 		if err := c.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
 			t.Fatal(err)

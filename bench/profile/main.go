@@ -289,7 +289,7 @@ func zstdLevels(db string) {
 // prints the file sizes.
 func pageSizes(db, out string) {
 	fmt.Println("repository file after VACUUM into a copy, per page size:")
-	for _, ps := range []int{4096, 8192, 16384, 65536} {
+	for _, ps := range []int{1024, 2048, 4096, 8192, 16384, 65536} {
 		cp := filepath.Join(out, fmt.Sprintf("vacuum-%d.db", ps))
 		if err := copyFile(db, cp); err != nil {
 			log.Fatal(err)
