@@ -11,6 +11,7 @@ import (
 
 	"github.com/artproject/art/objects"
 	"github.com/artproject/art/repo"
+	"golang.org/x/sys/unix"
 )
 
 // The journal of a worktree is a file next to the repository,
@@ -146,38 +147,78 @@ func replayJournal(r *repo.Repo, wt *repo.Worktree, path string) error {
 // frees a full disk, say) and the commit still fit.
 const journalReserve = 1 << 20
 
-// append writes one record with a single write(2). pending is how many
-// journaled bytes SQLite has not absorbed yet: a record is refused with
-// ENOSPC unless the filesystem keeps room to apply it and them (the WAL
-// needs as much again), or the journal could fill the disk with data
-// nothing can apply and nothing can free.
+// append writes one record with a single writev(2) (more only past
+// IOV_MAX pieces). pending is how many journaled bytes SQLite has not
+// absorbed yet: a record is refused with ENOSPC unless the filesystem
+// keeps room to apply it and them (the WAL needs as much again), or the
+// journal could fill the disk with data nothing can apply and nothing can
+// free.
 func (j *journal) append(rec *record, pending int64) error {
-	frame := appendRecord(make([]byte, 12, 12+recordSize(rec)), rec)
-	payload := frame[12:]
-	binary.LittleEndian.PutUint32(frame, frameMagic)
-	binary.LittleEndian.PutUint32(frame[4:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(frame[8:], crc32.Checksum(payload, crcTable))
+	pieces := recordPieces(rec)
+	var size int
+	var sum uint32
+	for _, p := range pieces {
+		size += len(p)
+		sum = crc32.Update(sum, crcTable, p)
+	}
+	hdr := make([]byte, 12)
+	binary.LittleEndian.PutUint32(hdr, frameMagic)
+	binary.LittleEndian.PutUint32(hdr[4:], uint32(size))
+	binary.LittleEndian.PutUint32(hdr[8:], sum)
+	frameLen := int64(len(hdr) + size)
 	var st syscall.Statfs_t
 	if err := syscall.Fstatfs(int(j.f.Fd()), &st); err == nil && st.Blocks > 0 {
 		free := int64(st.Bavail) * st.Bsize
 		if os.Geteuid() == 0 {
 			free = int64(st.Bfree) * st.Bsize // root may use the reserved blocks
 		}
-		if free < 2*int64(len(frame))+pending+journalReserve {
-			return fmt.Errorf("append %d bytes to %s (%d free, %d not yet applied): %w", len(frame), j.path, free, pending, syscall.ENOSPC)
+		if free < 2*frameLen+pending+journalReserve {
+			return fmt.Errorf("append %d bytes to %s (%d free, %d not yet applied): %w", frameLen, j.path, free, pending, syscall.ENOSPC)
 		}
 	}
-	rec.size = int64(len(frame))
+	rec.size = frameLen
 	off, err := j.f.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return err
 	}
-	if _, err := j.f.Write(frame); err != nil {
+	if err := writevAll(int(j.f.Fd()), append([][]byte{hdr}, pieces...)); err != nil {
 		// A torn frame would end every later replay early: cut it off.
 		if terr := j.f.Truncate(off); terr == nil {
 			j.f.Seek(off, io.SeekStart)
 		}
-		return err
+		return fmt.Errorf("append to %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// writevAll writes bufs in order at the file offset of fd, with as few
+// writev(2) calls as IOV_MAX and short writes allow. bufs is consumed.
+func writevAll(fd int, bufs [][]byte) error {
+	const iovMax = 1024
+	for len(bufs) > 0 {
+		if len(bufs[0]) == 0 {
+			bufs = bufs[1:]
+			continue
+		}
+		n, err := unix.Writev(fd, bufs[:min(len(bufs), iovMax)])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		for n > 0 {
+			if n >= len(bufs[0]) {
+				n -= len(bufs[0])
+				bufs = bufs[1:]
+			} else {
+				bufs[0] = bufs[0][n:]
+				n = 0
+			}
+		}
 	}
 	return nil
 }
@@ -223,19 +264,42 @@ func recordSize(r *record) int {
 	return n
 }
 
+// encodeRecord returns the encoding of r in one slice.
 func encodeRecord(r *record) []byte {
-	return appendRecord(make([]byte, 0, recordSize(r)), r)
+	b := make([]byte, 0, recordSize(r))
+	for _, p := range recordPieces(r) {
+		b = append(b, p...)
+	}
+	return b
 }
 
-// appendRecord appends the encoding of r to b.
-func appendRecord(b []byte, r *record) []byte {
-	b = binary.AppendUvarint(b, uint64(len(r.chunks)))
-	for id, c := range r.chunks {
-		b = append(b, id[:]...)
-		b = binary.AppendUvarint(b, uint64(len(c.raw)))
-		b = binary.AppendUvarint(b, uint64(c.enc))
-		b = appendBytes(b, c.data)
+// recordPieces returns the encoding of r as consecutive pieces. Chunk data
+// is referenced, not copied: a record holds every block written since the
+// last one (hundreds of megabytes in a write storm), and copying it into
+// one buffer cost more than writing it.
+func recordPieces(r *record) [][]byte {
+	data := 0
+	for _, c := range r.chunks {
+		data += len(c.data)
 	}
+	meta := make([]byte, 0, recordSize(r)-data)
+	pieces := make([][]byte, 0, 2*len(r.chunks)+1)
+	start := 0
+	meta = binary.AppendUvarint(meta, uint64(len(r.chunks)))
+	for id, c := range r.chunks {
+		meta = append(meta, id[:]...)
+		meta = binary.AppendUvarint(meta, uint64(len(c.raw)))
+		meta = binary.AppendUvarint(meta, uint64(c.enc))
+		meta = binary.AppendUvarint(meta, uint64(len(c.data)))
+		pieces = append(pieces, meta[start:], c.data)
+		start = len(meta)
+	}
+	meta = appendRecordTail(meta, r)
+	return append(pieces, meta[start:])
+}
+
+// appendRecordTail appends the encoding of r's inodes, dirents and blocks.
+func appendRecordTail(b []byte, r *record) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.inodes)))
 	for _, x := range r.inodes {
 		b = binary.AppendUvarint(b, x.ino)

@@ -1,6 +1,11 @@
 package overlay
 
 import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"os"
 	"testing"
 
 	"github.com/artproject/art/objects"
@@ -61,5 +66,65 @@ func TestDecodeRecordRoundTrip(t *testing.T) {
 	bad := encodeRecord(&record{chunks: map[objects.ID]*pendingChunk{objects.Hash([]byte("other")): {raw: data, enc: objects.EncRaw, data: data}}})
 	if _, err := decodeRecord(bad); err == nil {
 		t.Fatal("a chunk with the wrong id was accepted")
+	}
+}
+
+// TestJournalAppendPieces appends records of more pieces than one writev(2)
+// takes (IOV_MAX) and reads the frames back as replay does.
+func TestJournalAppendPieces(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "journal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	j := &journal{f: f, path: f.Name()}
+	var want []*record
+	for _, n := range []int{0, 1, 1500} {
+		rec := &record{chunks: map[objects.ID]*pendingChunk{}, inodes: []inodeRow{{ino: uint64(n + 2), typ: objects.TypeFile, mode: 0o644, nlink: 1}}}
+		for i := range n {
+			data := []byte(fmt.Sprintf("chunk %d of %d", i, n))
+			id := objects.Hash(data)
+			rec.chunks[id] = &pendingChunk{raw: data, enc: objects.EncRaw, data: data}
+			rec.blocks = append(rec.blocks, blockRow{key: blockKey{ino: uint64(n + 2), idx: int64(i)}, id: id, present: true})
+		}
+		if err := j.append(rec, 0); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, rec)
+	}
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for i, rec := range want {
+		if len(b) < 12 || binary.LittleEndian.Uint32(b) != frameMagic {
+			t.Fatalf("record %d: no frame", i)
+		}
+		n := binary.LittleEndian.Uint32(b[4:])
+		payload := b[12 : 12+n]
+		if crc32.Checksum(payload, crcTable) != binary.LittleEndian.Uint32(b[8:]) {
+			t.Fatalf("record %d: checksum mismatch", i)
+		}
+		got, err := decodeRecord(payload)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		for id, c := range rec.chunks {
+			if g := got.chunks[id]; g == nil || !bytes.Equal(g.data, c.data) {
+				t.Fatalf("record %d: chunk %s not read back", i, id.Short())
+			}
+		}
+		if len(got.chunks) != len(rec.chunks) || len(got.blocks) != len(rec.blocks) || got.inodes[0].ino != rec.inodes[0].ino {
+			t.Fatalf("record %d: read back %d chunks, %d blocks", i, len(got.chunks), len(got.blocks))
+		}
+		if rec.size != int64(12+n) {
+			t.Fatalf("record %d: size %d, frame %d", i, rec.size, 12+n)
+		}
+		total += rec.size
+		b = b[12+n:]
+	}
+	if len(b) != 0 || total == 0 {
+		t.Fatalf("%d bytes after the last frame", len(b))
 	}
 }
