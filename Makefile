@@ -25,6 +25,7 @@ vet:
 # Every test, as root with real bwrap, FUSE and SQLite; fuzzers run briefly.
 test: deps vet
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	bash scripts/fuzzone_test.sh
 	bash scripts/fuzz.sh 5s
 
 fuzz:

@@ -14,7 +14,7 @@ printf '%-12s %-24s %14s\n' package fuzzer executions
 for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
-		if ! go test -run='^$' -fuzz="^$f\$" -fuzztime="$t" "$@" "$pkg" >"$log" 2>&1; then
+		if ! bash scripts/fuzzone.sh "$pkg" "$f" "$t" "$log" "$@"; then
 			cat "$log"
 			echo "FAIL fuzz $pkg $f"
 			exit 1
