@@ -337,7 +337,14 @@ func (s *syncBuf) String() string {
 // startArt starts an art command in the background.
 func (e *env) startArt(args ...string) *proc {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*cmdTimeout)
+	return e.startArtFor(2*cmdTimeout, args...)
+}
+
+// startArtFor is startArt for a process that may run for up to limit (it
+// is killed after that).
+func (e *env) startArtFor(limit time.Duration, args ...string) *proc {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	p := &proc{e: e, args: args, cancel: cancel, stdout: &syncBuf{}, stderr: &syncBuf{lines: make(chan string, 256)}, done: make(chan struct{})}
 	p.cmd = e.artCmd(ctx, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
@@ -457,13 +464,19 @@ var mountedRE = regexp.MustCompile(`mounted at (.*) \(worktree #(\d+)\)`)
 // it serves; it returns the process, the mount point and the worktree id.
 func (e *env) mount(branch string) (*proc, string, string) {
 	e.t.Helper()
+	return e.mountFor(2*cmdTimeout, branch)
+}
+
+// mountFor is mount for a mount that may stay up for up to limit.
+func (e *env) mountFor(limit time.Duration, branch string) (*proc, string, string) {
+	e.t.Helper()
 	mp, err := os.MkdirTemp(e.base, "mnt-")
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	os.Chmod(mp, 0o755)
 	e.trackMount(mp)
-	p := e.startArt("mount", "-b", branch, mp)
+	p := e.startArtFor(limit, "mount", "-b", branch, mp)
 	m := p.waitLine(mountedRE, time.Minute)
 	waitFor(e.t, 30*time.Second, "the mount at "+mp, func() bool { return isMounted(mp) })
 	return p, mp, m[2]

@@ -112,7 +112,9 @@ func TestSoak(t *testing.T) {
 
 	// The long-lived mount and its writer.
 	e.artOK("branch", "soak-mount", "main")
-	mp, mnt, _ := e.mount("soak-mount")
+	// The mount lives through the whole soak (startArt's limit would kill
+	// it after a few minutes).
+	mp, mnt, _ := e.mountFor(d+5*time.Minute, "soak-mount")
 	mwork := filepath.Join(mnt, filepath.Base(e.ws), "trickle")
 	os.MkdirAll(mwork, 0o755)
 	acked := map[string]string{} // name -> sha256 of the acknowledged content, "" deleted
@@ -204,6 +206,11 @@ func TestSoak(t *testing.T) {
 	gcs := 0
 	deadline := began.Add(d)
 	for n := 0; time.Now().Before(deadline); n++ {
+		select {
+		case err := <-writerDone: // only an error ends it early
+			t.Fatalf("after %v, %d sessions: the writer in the long-lived mount: %v", time.Since(began).Round(time.Second), n, err)
+		default:
+		}
 		branch := branches[n%len(branches)]
 		script := fmt.Sprintf(`set -e
 rm -rf http
