@@ -18,7 +18,7 @@ import (
 
 // SchemaVersion is the newest schema this build knows. Open migrates older
 // repositories forward and refuses newer ones.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Errors callers test for.
 var (
@@ -91,6 +91,17 @@ CREATE TABLE upper_blocks(
 	ino INTEGER NOT NULL, idx INTEGER NOT NULL, chunk BLOB NOT NULL,
 	PRIMARY KEY(wt, ino, idx)) WITHOUT ROWID;
 `,
+	// 1 → 2: the sync state as one row per host directory (syncstate.go);
+	// migrateSyncedBlobs converts the blobs and drops synced.
+	`
+CREATE TABLE synced_dirs(workspace TEXT NOT NULL, dir TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY(workspace, dir));
+`,
+}
+
+// afterMigration[i], when set, runs after the statements of migrations[i],
+// in the same transaction.
+var afterMigration = map[int]func(*sql.Tx) error{
+	1: migrateSyncedBlobs,
 }
 
 func dsn(path string, readOnly bool) string {
@@ -255,6 +266,11 @@ func (r *Repo) applyMigrations(from int) error {
 		if v == 0 {
 			if _, err := tx.Exec(`INSERT INTO meta(key, value) VALUES('head', 'ref:main')`); err != nil {
 				return err
+			}
+		}
+		if f := afterMigration[v]; f != nil {
+			if err := f(tx); err != nil {
+				return fmt.Errorf("migrate schema %d→%d: %w", v, v+1, err)
 			}
 		}
 	}

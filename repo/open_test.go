@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -191,7 +192,7 @@ func TestInitAndReopen(t *testing.T) {
 	mustFail(t, err, ErrNoCommits)
 	r = reopen(t, r)
 	var v string
-	if err := r.DB.QueryRow(`SELECT value FROM meta WHERE key='schema_version'`).Scan(&v); err != nil || v != "1" {
+	if err := r.DB.QueryRow(`SELECT value FROM meta WHERE key='schema_version'`).Scan(&v); err != nil || v != strconv.Itoa(SchemaVersion) {
 		t.Fatalf("schema_version %q, %v", v, err)
 	}
 }

@@ -157,7 +157,7 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 		return nil, err
 	}
 	defer tx.Rollback()
-	if err := tx.saveSynced(dir, p.sc.cache, p.synced); err != nil {
+	if err := tx.saveSynced(dir, p.synced); err != nil {
 		return nil, err
 	}
 	if err := tx.setWorkspace(dir, name, o.Commit, ""); err != nil {
@@ -193,7 +193,7 @@ func (p *puller) hostID(h *hostEntry) (objects.ID, error) {
 	if h.known || h.typ != objects.TypeFile {
 		return h.id, nil
 	}
-	id, size, _, err := hashFile(filepath.Join(p.dir, filepath.FromSlash(h.rel)), nil, func(chunkJob) error { return nil })
+	id, size, _, err := hashFile(filepath.Join(p.dir, filepath.FromSlash(h.rel)), nil, nil, func(chunkJob) error { return nil })
 	if err != nil {
 		return objects.Zero, fmt.Errorf("pull: read %s: %w", h.rel, err)
 	}

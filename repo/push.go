@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -85,8 +86,10 @@ type chunkJob struct {
 	data []byte
 }
 
-// hashFile reads, chunks and hashes one file, handing each chunk to put.
-func hashFile(abs string, buf []byte, put func(chunkJob) error) (objects.ID, int64, []objects.ChunkRef, error) {
+// hashFile reads, chunks and hashes one file, handing each chunk to put,
+// compressed with compress (nil: only the ids are wanted, put gets no
+// data).
+func hashFile(abs string, buf []byte, compress func([]byte) ([]byte, int), put func(chunkJob) error) (objects.ID, int64, []objects.ChunkRef, error) {
 	f, err := os.Open(abs)
 	if err != nil {
 		return objects.Zero, 0, nil, err
@@ -106,11 +109,14 @@ func hashFile(abs string, buf []byte, put func(chunkJob) error) (objects.ID, int
 		}
 		id := objects.Hash(c)
 		h.Write(c)
-		enc, how := objects.CompressSmall(c)
-		if how == objects.EncRaw {
-			enc = append([]byte(nil), c...)
+		job := chunkJob{id: id, raw: len(c)}
+		if compress != nil {
+			job.data, job.enc = compress(c)
+			if job.enc == objects.EncRaw {
+				job.data = append([]byte(nil), c...)
+			}
 		}
-		if err := put(chunkJob{id: id, raw: len(c), enc: how, data: enc}); err != nil {
+		if err := put(job); err != nil {
 			return objects.Zero, 0, nil, err
 		}
 		refs = append(refs, objects.ChunkRef{ID: id, Size: uint32(len(c))})
@@ -217,7 +223,7 @@ func (r *Repo) Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 			buf := make([]byte, 2*objects.MaxChunk)
 			for e := range jobs {
 				abs := filepath.Join(dir, filepath.FromSlash(e.rel))
-				id, size, refs, err := hashFile(abs, buf, func(c chunkJob) error {
+				id, size, refs, err := hashFile(abs, buf, tx.compress, func(c chunkJob) error {
 					select {
 					case chunks <- c:
 						return nil
@@ -335,7 +341,7 @@ func (r *Repo) Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if err := tx.Advance(branch, cid); err != nil {
 		return nil, err
 	}
-	if err := tx.saveSynced(dir, sc.cache, sc.all); err != nil {
+	if err := tx.saveSynced(dir, sc.all); err != nil {
 		return nil, err
 	}
 	if err := tx.setWorkspace(dir, name, cid, branch); err != nil {
@@ -376,26 +382,41 @@ func reportEntry(report func(string), ws string, e *hostEntry, old *syncedEntry)
 	}
 }
 
-// buildTree stores the trees of a scanned directory bottom-up.
-func (tx *Tx) buildTree(d *hostEntry) (objects.ID, error) {
-	t := &objects.Tree{Entries: make([]objects.Entry, 0, len(d.kids))}
-	for _, k := range d.kids {
-		e := objects.Entry{Name: filepath.Base(k.rel), Type: k.typ, Mode: k.mode, MTime: k.mtime}
-		switch k.typ {
-		case objects.TypeFile:
-			e.ID, e.Size = k.id, uint64(k.size)
-		case objects.TypeDir:
-			id, err := tx.buildTree(k)
-			if err != nil {
-				return objects.Zero, err
+// buildTree stores the trees of a scanned directory and returns the id of
+// its own: it encodes them bottom-up, then stores the missing ones at once.
+func (tx *Tx) buildTree(root *hostEntry) (objects.ID, error) {
+	var trees []EncodedTree
+	var encode func(d *hostEntry) (objects.ID, error)
+	encode = func(d *hostEntry) (objects.ID, error) {
+		t := &objects.Tree{Entries: make([]objects.Entry, 0, len(d.kids))}
+		for _, k := range d.kids {
+			e := objects.Entry{Name: path.Base(k.rel), Type: k.typ, Mode: k.mode, MTime: k.mtime}
+			switch k.typ {
+			case objects.TypeFile:
+				e.ID, e.Size = k.id, uint64(k.size)
+			case objects.TypeDir:
+				id, err := encode(k)
+				if err != nil {
+					return objects.Zero, err
+				}
+				e.ID = id
+			case objects.TypeSymlink:
+				e.Target, e.Size = k.target, uint64(len(k.target))
 			}
-			e.ID = id
-		case objects.TypeSymlink:
-			e.Target, e.Size = k.target, uint64(len(k.target))
+			t.Entries = append(t.Entries, e)
 		}
-		t.Entries = append(t.Entries, e)
+		raw, id, err := objects.EncodeTree(t)
+		if err != nil {
+			return objects.Zero, fmt.Errorf("tree of %q: %w", d.rel, err)
+		}
+		trees = append(trees, EncodedTree{ID: id, Raw: raw})
+		return id, nil
 	}
-	return tx.PutTree(t)
+	id, err := encode(root)
+	if err != nil {
+		return objects.Zero, err
+	}
+	return id, tx.PutTrees(trees)
 }
 
 func (tx *Tx) setWorkspace(dir, name string, id objects.ID, branch string) error {

@@ -1,17 +1,20 @@
 package repo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
 
 	ignore "github.com/sabhiram/go-gitignore"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/artproject/art/objects"
@@ -30,6 +33,10 @@ type hostEntry struct {
 	id     objects.ID // files: content id once known
 	known  bool       // id came from the stat cache
 	kids   []*hostEntry
+	// Directories only, filled by the scan of this directory (scans of
+	// directories run in parallel; scan reports these in walk order).
+	warns []string // skipped sockets and devices
+	dead  []string // names of temporaries left by dead pulls
 }
 
 // syncedEntry is what the last push or pull recorded for a host path.
@@ -141,6 +148,11 @@ func entryFromStat(rel string, st *syscall.Stat_t) (*hostEntry, bool) {
 }
 
 // scan walks the workspace. The root entry has rel "".
+//
+// Directories are read in parallel (a few per core: the cost is the
+// kernel's getdents and fstatat, and it waits on the disk when the tree is
+// cold); the result, s.all, warnings and dead temporaries, is the same as a
+// sequential walk's: every directory's entries sorted, parents first.
 func (s *scanner) scan() (*hostEntry, error) {
 	var st syscall.Stat_t
 	if err := syscall.Lstat(s.root, &st); err != nil {
@@ -150,23 +162,69 @@ func (s *scanner) scan() (*hostEntry, error) {
 	if root.typ != objects.TypeDir {
 		return nil, fmt.Errorf("scan %s: not a directory", s.root)
 	}
-	s.all = append(s.all, root)
-	return root, s.scanDir(root)
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(2 * runtime.NumCPU())
+	var walk func(d *hostEntry) error
+	walk = func(d *hostEntry) error {
+		if ctx.Err() != nil {
+			return nil // another directory failed; its error is reported
+		}
+		if err := s.scanDir(d); err != nil {
+			return err
+		}
+		for _, k := range d.kids {
+			if k.typ != objects.TypeDir {
+				continue
+			}
+			if !g.TryGo(func() error { return walk(k) }) {
+				if err := walk(k); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	g.Go(func() error { return walk(root) })
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	s.collect(root)
+	return root, nil
 }
 
+// collect lists the scanned tree in walk order (parents first) and reports
+// what the scans of its directories found.
+func (s *scanner) collect(d *hostEntry) {
+	s.all = append(s.all, d)
+	if d.typ != objects.TypeDir {
+		return
+	}
+	for _, w := range d.warns {
+		if s.warn != nil {
+			s.warn(w)
+		}
+	}
+	if len(d.dead) > 0 {
+		if s.deadTemps == nil {
+			s.deadTemps = map[string][]string{}
+		}
+		s.deadTemps[d.rel] = d.dead
+	}
+	for _, k := range d.kids {
+		s.collect(k)
+	}
+}
+
+// scanDir reads one directory into dir.kids. It only reads the scanner's
+// shared state, so directories can be scanned concurrently.
 func (s *scanner) scanDir(dir *hostEntry) error {
 	abs := filepath.Join(s.root, filepath.FromSlash(dir.rel))
-	f, err := os.Open(abs)
+	dfd, names, err := readDir(abs)
 	if err != nil {
 		return fmt.Errorf("read directory %s: %w", abs, err)
 	}
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return fmt.Errorf("read directory %s: %w", abs, err)
-	}
+	defer unix.Close(dfd)
 	sort.Strings(names)
-	dfd := int(f.Fd())
 	for _, name := range names {
 		rel := name
 		if dir.rel != "" {
@@ -183,9 +241,7 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 		}
 		e, ok := entryFromStat(rel, &st)
 		if !ok {
-			if s.warn != nil {
-				s.warn(fmt.Sprintf("skipping %s: sockets and device files are not stored", p))
-			}
+			dir.warns = append(dir.warns, fmt.Sprintf("skipping %s: sockets and device files are not stored", p))
 			continue
 		}
 		if s.excluded(rel, e.typ == objects.TypeDir) || (e.typ == objects.TypeFile && s.isRepoFile(p, &st)) {
@@ -195,10 +251,7 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 			// A pull's temporary is never workspace content; one whose
 			// pull died is garbage the next pull removes.
 			if !ProcessAlive(pid, 0) {
-				if s.deadTemps == nil {
-					s.deadTemps = map[string][]string{}
-				}
-				s.deadTemps[dir.rel] = append(s.deadTemps[dir.rel], name)
+				dir.dead = append(dir.dead, name)
 			}
 			continue
 		}
@@ -220,12 +273,6 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 			e.id, e.known = c.id, true
 		}
 		dir.kids = append(dir.kids, e)
-		s.all = append(s.all, e)
-		if e.typ == objects.TypeDir {
-			if err := s.scanDir(e); err != nil {
-				return err
-			}
-		}
 	}
 	return nil
 }
@@ -254,6 +301,34 @@ func isPullTemp(name string) (int, bool) {
 		}
 	}
 	return n, n > 0
+}
+
+// readDir opens a directory and lists its names (without "." and ".."); the
+// caller closes the returned descriptor. It uses the system calls directly:
+// os.File would also register each directory with the poller and switch
+// its blocking mode back and forth, five calls per directory that cost a
+// push of an 11k-file tree several milliseconds.
+func readDir(abs string) (int, []string, error) {
+	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, nil, err
+	}
+	var names []string
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			unix.Close(fd)
+			return -1, nil, err
+		}
+		if n <= 0 {
+			return fd, names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
 }
 
 func fstatat(dfd int, name string, st *syscall.Stat_t) error {

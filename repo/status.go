@@ -62,7 +62,7 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 				}
 				continue
 			}
-			id, _, _, err := hashFile(filepath.Join(abs, filepath.FromSlash(h.rel)), nil, func(chunkJob) error { return nil })
+			id, _, _, err := hashFile(filepath.Join(abs, filepath.FromSlash(h.rel)), nil, nil, func(chunkJob) error { return nil })
 			if err != nil {
 				return nil, err
 			}

@@ -1,0 +1,74 @@
+package repo
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/artproject/art/objects"
+)
+
+// encodedTrees returns n distinct one-entry trees, named from base.
+func encodedTrees(t *testing.T, base string, n int) []EncodedTree {
+	t.Helper()
+	out := make([]EncodedTree, n)
+	for i := range out {
+		tr := &objects.Tree{Entries: []objects.Entry{{Name: fmt.Sprintf("%s-%d", base, i), Type: objects.TypeFile, Mode: 0o644, ID: objects.Hash([]byte(base))}}}
+		raw, id, err := objects.EncodeTree(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = EncodedTree{ID: id, Raw: raw}
+	}
+	return out
+}
+
+func TestPutTrees(t *testing.T) {
+	r := newTestRepo(t)
+	stored := encodedTrees(t, "stored", 300) // more than one query's worth
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.PutTrees(stored); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	fresh := encodedTrees(t, "fresh", 2*treeBatch+3)
+	for _, tc := range []struct {
+		name  string
+		trees []EncodedTree
+		want  int // new objects
+	}{
+		{"none", nil, 0},
+		{"all stored already", stored, 0},
+		{"new, in three queries", fresh, len(fresh)},
+		{"new twice in one call", append(encodedTrees(t, "twice", 2), encodedTrees(t, "twice", 2)...), 2},
+		{"stored and new mixed", append(append([]EncodedTree{}, stored[:10]...), encodedTrees(t, "mixed", 5)...), 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tx, err := r.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			if err := tx.PutTrees(tc.trees); err != nil {
+				t.Fatal(err)
+			}
+			if tx.NewObjects != tc.want {
+				t.Errorf("new objects = %d, want %d", tx.NewObjects, tc.want)
+			}
+			for _, et := range tc.trees {
+				got, err := tx.LoadTree(et.ID)
+				if err != nil {
+					t.Fatalf("load %s: %v", et.ID.Short(), err)
+				}
+				raw, id, _ := objects.EncodeTree(got)
+				if id != et.ID || string(raw) != string(et.Raw) {
+					t.Fatalf("tree %s came back as %s", et.ID.Short(), id.Short())
+				}
+			}
+		})
+	}
+}
