@@ -851,3 +851,24 @@ func TestLargeFile(t *testing.T) {
 	m.Commit("large")
 	check("committed")
 }
+
+// TestReadAheadRaised: as root, a mount's read-ahead is 1 MiB, not the
+// kernel's 128 KiB cap for FUSE, so sequential reads come in 1 MiB requests.
+func TestReadAheadRaised(t *testing.T) {
+	m := newTestMount(t, nil)
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: only root may set a mount's read-ahead (not root here)")
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(m.Dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", unix.Major(st.Dev), unix.Minor(st.Dev))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != "1024" {
+		t.Fatalf("%s = %s, want 1024", p, got)
+	}
+}
