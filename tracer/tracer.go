@@ -344,7 +344,16 @@ func (tr *tracer) syscallStop(t *task) {
 			tr.enter(t, &info)
 		}
 	case unix.PTRACE_SYSCALL_INFO_EXIT:
+		if !t.inSys {
+			break // attached inside a syscall
+		}
+		// Everything the event needs from the tracee was read at entry:
+		// let it run on (in seccomp mode until its next traced syscall,
+		// since it is no longer inSys) while the event is logged.
+		t.inSys = false
+		tr.resume(t, 0)
 		tr.leave(t, &info)
+		return
 	}
 	tr.resume(t, 0)
 }
@@ -518,12 +527,9 @@ func (tr *tracer) checkCreate(t *task) {
 	t.willCreate = !tr.existsInTracee(t.pid, dirfd, args[pi].Str)
 }
 
-// leave completes the pending syscall with its result and emits it.
+// leave completes t's pending syscall with its result and emits it; the
+// caller has cleared t.inSys.
 func (tr *tracer) leave(t *task, info *sysInfo) {
-	if !t.inSys {
-		return // attached inside a syscall
-	}
-	t.inSys = false
 	ev := &t.ev
 	ev.Ret = int64(info.Nr)
 	if info.Args[0]&0xff != 0 {
