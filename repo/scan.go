@@ -151,8 +151,9 @@ func entryFromStat(rel string, st *syscall.Stat_t) (*hostEntry, bool) {
 //
 // Directories are read in parallel (a few per core: the cost is the
 // kernel's getdents and fstatat, and it waits on the disk when the tree is
-// cold); the result, s.all, warnings and dead temporaries, is the same as a
-// sequential walk's: every directory's entries sorted, parents first.
+// cold); s.all is the same as a sequential walk's (every directory's
+// entries sorted, parents first), and warnings come directory by directory
+// in that order.
 func (s *scanner) scan() (*hostEntry, error) {
 	var st syscall.Stat_t
 	if err := syscall.Lstat(s.root, &st); err != nil {
