@@ -106,7 +106,7 @@ func TestRunEscapes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.needs != "" {
 				if _, err := exec.LookPath(tc.needs); err != nil {
-					t.Skipf("%s not installed", tc.needs)
+					t.Skipf("skipping: %s is not installed (%v); this escape attempt needs it", tc.needs, err)
 				}
 			}
 			r.t = t
@@ -194,7 +194,7 @@ func TestRunNoTIOCSTI(t *testing.T) {
 	r := newRepo(t, map[string]string{"a.txt": "a\n"})
 	ptmx, tty, err := pty.Open()
 	if err != nil {
-		t.Skipf("no pty: %v", err)
+		t.Skipf("skipping: cannot open a pty (%v); the TIOCSTI test needs /dev/ptmx", err)
 	}
 	defer ptmx.Close()
 	script := `

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/artproject/art/fuse"
 )
 
 var (
@@ -416,17 +418,11 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 // mounted reports whether dir is a mount point in /proc/self/mountinfo.
 func mounted(t *testing.T, dir string) bool {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	ok, err := fuse.IsMountpoint(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && f[4] == dir {
-			return true
-		}
-	}
-	return false
+	return ok
 }
 
 // processWith reports whether some process has s in its command line.

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // read the repository's tables directly (worktrees, corruption)
+
+	"github.com/artproject/art/fuse"
 )
 
 // cmdTimeout bounds every art command: a command that takes longer hangs,
@@ -135,37 +137,8 @@ func (e *env) leftoverMounts() []string {
 
 // mountPoints lists the mount points of this mount namespace.
 func mountPoints() []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 4 {
-			out = append(out, unescapeMount(f[4]))
-		}
-	}
-	return out
-}
-
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	mps, _ := fuse.MountPoints()
+	return mps
 }
 
 func isMounted(mp string) bool {

@@ -1,7 +1,6 @@
 package fuse
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -351,20 +350,11 @@ func checkFDLeak(t testing.TB, before map[string]string) {
 
 // mountsUnder returns the mount points below dir in /proc/self/mountinfo.
 func mountsUnder(dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
+	mps, _ := MountPoints()
 	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 {
-			p := unescapeMount(fields[4])
-			if p == dir || strings.HasPrefix(p, dir+"/") {
-				out = append(out, p)
-			}
+	for _, p := range mps {
+		if p == dir || strings.HasPrefix(p, dir+"/") {
+			out = append(out, p)
 		}
 	}
 	return out

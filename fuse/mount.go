@@ -52,20 +52,35 @@ func CheckMountpoint(dir string) (string, error) {
 
 // IsMountpoint reports whether dir is a mount point of this mount namespace.
 func IsMountpoint(dir string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mps, err := MountPoints()
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == dir {
+	for _, mp := range mps {
+		if mp == dir {
 			return true, nil
 		}
 	}
-	return false, sc.Err()
+	return false, nil
+}
+
+// MountPoints lists the mount points of this mount namespace
+// (/proc/self/mountinfo, octal escapes decoded).
+func MountPoints() ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 {
+			out = append(out, unescapeMount(fields[4]))
+		}
+	}
+	return out, sc.Err()
 }
 
 func unescapeMount(s string) string {

@@ -47,21 +47,41 @@ func syncRows(m map[string]*syncedEntry) map[string][]byte {
 			name := path.Base(p)
 			b = binary.AppendUvarint(b, uint64(len(name)))
 			b = append(b, name...)
-			b = append(b, byte(e.typ))
-			b = binary.AppendUvarint(b, uint64(e.mode))
-			if e.typ == objects.TypeFile {
-				b = append(b, e.id[:]...)
-			}
-			b = binary.AppendVarint(b, e.size)
-			b = binary.AppendVarint(b, e.mtime)
-			b = binary.AppendVarint(b, e.ctime)
-			b = binary.AppendUvarint(b, e.ino)
-			b = binary.AppendUvarint(b, uint64(len(e.target)))
-			b = append(b, e.target...)
+			b = appendSyncEntry(b, e)
 		}
 		rows[dir] = b
 	}
 	return rows
+}
+
+// appendSyncEntry appends the encoding of one entry, after its name:
+// type byte, uvarint mode, 32-byte id (files only), varint size, mtime,
+// ctime, uvarint inode, uvarint len, link target.
+func appendSyncEntry(b []byte, e *syncedEntry) []byte {
+	b = append(b, byte(e.typ))
+	b = binary.AppendUvarint(b, uint64(e.mode))
+	if e.typ == objects.TypeFile {
+		b = append(b, e.id[:]...)
+	}
+	b = binary.AppendVarint(b, e.size)
+	b = binary.AppendVarint(b, e.mtime)
+	b = binary.AppendVarint(b, e.ctime)
+	b = binary.AppendUvarint(b, e.ino)
+	b = binary.AppendUvarint(b, uint64(len(e.target)))
+	return append(b, e.target...)
+}
+
+// decodeSyncEntry reverses appendSyncEntry (errors land in d.Err).
+func decodeSyncEntry(d *objects.Decoder) *syncedEntry {
+	e := &syncedEntry{typ: objects.Type(d.Byte())}
+	e.mode = uint32(d.Uvarint(objects.PermMask))
+	if e.typ == objects.TypeFile {
+		e.id = d.ID()
+	}
+	e.size, e.mtime, e.ctime = d.Varint(), d.Varint(), d.Varint()
+	e.ino = d.Uvarint(1<<64 - 1)
+	e.target = string(d.Bytes(d.Uvarint(objects.MaxTargetLen)))
+	return e
 }
 
 // decodeSyncRow adds the entries of one directory's row to m.
@@ -72,14 +92,7 @@ func decodeSyncRow(dir string, b []byte, m map[string]*syncedEntry) error {
 	d := &objects.Decoder{B: b[len(syncDirMagic):]}
 	for len(d.B) > 0 && d.Err == nil {
 		name := string(d.Bytes(d.Uvarint(objects.MaxNameLen)))
-		e := &syncedEntry{typ: objects.Type(d.Byte())}
-		e.mode = uint32(d.Uvarint(objects.PermMask))
-		if e.typ == objects.TypeFile {
-			e.id = d.ID()
-		}
-		e.size, e.mtime, e.ctime = d.Varint(), d.Varint(), d.Varint()
-		e.ino = d.Uvarint(1<<64 - 1)
-		e.target = string(d.Bytes(d.Uvarint(objects.MaxTargetLen)))
+		e := decodeSyncEntry(d)
 		if d.Err == nil && !objects.ValidName(name) {
 			return fmt.Errorf("sync state of %q: %w: bad name %q", dir, objects.ErrCorrupt, name)
 		}
@@ -261,14 +274,7 @@ func decodeSyncBlob(b []byte) (map[string]*syncedEntry, error) {
 	m := map[string]*syncedEntry{}
 	for len(d.B) > 0 && d.Err == nil {
 		p := string(d.Bytes(d.Uvarint(1 << 20)))
-		e := &syncedEntry{typ: objects.Type(d.Byte())}
-		e.mode = uint32(d.Uvarint(objects.PermMask))
-		if e.typ == objects.TypeFile {
-			e.id = d.ID()
-		}
-		e.size, e.mtime, e.ctime = d.Varint(), d.Varint(), d.Varint()
-		e.ino = d.Uvarint(1<<64 - 1)
-		e.target = string(d.Bytes(d.Uvarint(objects.MaxTargetLen)))
+		e := decodeSyncEntry(d)
 		if d.Err == nil {
 			if parts, err := SplitPath(p); err != nil || len(parts) == 0 || strings.Join(parts, "/") != p {
 				return nil, fmt.Errorf("sync state: %w: bad path %q", objects.ErrCorrupt, p)

@@ -25,17 +25,7 @@ func encodeSyncBlob(m map[string]*syncedEntry) []byte {
 		e := m[p]
 		b = binary.AppendUvarint(b, uint64(len(p)))
 		b = append(b, p...)
-		b = append(b, byte(e.typ))
-		b = binary.AppendUvarint(b, uint64(e.mode))
-		if e.typ == objects.TypeFile {
-			b = append(b, e.id[:]...)
-		}
-		b = binary.AppendVarint(b, e.size)
-		b = binary.AppendVarint(b, e.mtime)
-		b = binary.AppendVarint(b, e.ctime)
-		b = binary.AppendUvarint(b, e.ino)
-		b = binary.AppendUvarint(b, uint64(len(e.target)))
-		b = append(b, e.target...)
+		b = appendSyncEntry(b, e)
 	}
 	return b
 }
