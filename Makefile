@@ -11,7 +11,9 @@ deps:
 	@bash scripts/deps.sh
 
 build: deps
-	$(GO) build -o bin/art .
+	# Static (no cgo): 4 ms less per command start; os/user then reads
+	# /etc/passwd and /etc/group itself, which is all --user needs.
+	CGO_ENABLED=0 $(GO) build -o bin/art .
 
 # The main job: a real sandboxed session on a demo workspace, then art log / art diff.
 demo: build

@@ -29,7 +29,7 @@ trap cleanup EXIT
 
 art=$work/art
 loop=$work/loopback
-(cd "$here/.." && go build -o "$art" . && go build -o "$loop" ./bench/loopback)
+(cd "$here/.." && CGO_ENABLED=0 go build -o "$art" . && go build -o "$loop" ./bench/loopback)
 tar -C "$(dirname "$tree")" -cf "$work/src.tar" "$(basename "$tree")"
 files=$(tar -tf "$work/src.tar" | grep -vc '/$')
 mb=$(($(stat -c %s "$work/src.tar") / 1048576))

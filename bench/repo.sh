@@ -89,7 +89,7 @@ judge() { # ratio max -> PASS/FAIL
 
 # ---------------------------------------------------------------- setup
 art=$work/art
-(cd "$root" && go build -o "$art" .) || { echo "repo.sh: building art failed" >&2; exit 2; }
+(cd "$root" && CGO_ENABLED=0 go build -o "$art" .) || { echo "repo.sh: building art failed" >&2; exit 2; }
 
 # A tiny data generator: seeded ChaCha8 bytes, so every run sees the same data.
 mkdir -p "$work/gen"

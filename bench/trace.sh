@@ -17,7 +17,7 @@ mkdir -p "$out"
 work=$(mktemp -d "${ARTBENCH_TMP:-/var/tmp}/artbench-tr.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 art=$work/art
-(cd "$here/.." && go build -o "$art" .)
+(cd "$here/.." && CGO_ENABLED=0 go build -o "$art" .)
 src=$(go env GOROOT)/src
 mkdir -p "$work/ws"
 (cd "$work/ws" && "$art" init >/dev/null && echo seed >seed && "$art" push -q >/dev/null)

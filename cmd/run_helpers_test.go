@@ -45,7 +45,9 @@ func artBinary(t *testing.T) string {
 			return
 		}
 		p := filepath.Join(dir, "art")
-		out, err := exec.Command("go", "build", "-o", p, "github.com/artproject/art").CombinedOutput()
+		build := exec.Command("go", "build", "-o", p, "github.com/artproject/art")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
+		out, err := build.CombinedOutput()
 		if err != nil {
 			artBinErr = fmt.Errorf("go build: %v\n%s", err, out)
 			return

@@ -55,7 +55,9 @@ func TestMain(m *testing.M) {
 	}
 	os.Chmod(dir, 0o755)
 	artBin = filepath.Join(dir, "art")
-	if out, err := exec.Command(goBin, "build", "-o", artBin, "github.com/artproject/art").CombinedOutput(); err != nil {
+	build := exec.Command(goBin, "build", "-o", artBin, "github.com/artproject/art")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
+	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "faults: go build: %v\n%s", err, out)
 		os.RemoveAll(dir)
 		os.Exit(1)

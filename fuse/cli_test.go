@@ -37,7 +37,9 @@ func artBinary(t *testing.T) string {
 			return
 		}
 		artBin = filepath.Join(artDir, "art")
-		out, err := exec.Command("go", "build", "-o", artBin, "github.com/artproject/art").CombinedOutput()
+		build := exec.Command("go", "build", "-o", artBin, "github.com/artproject/art")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0") // as the Makefile builds it
+		out, err := build.CombinedOutput()
 		if err != nil {
 			artErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

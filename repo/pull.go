@@ -121,7 +121,7 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if p.sc, err = newScanner(r, dir, nil); err != nil {
 		return nil, err
 	}
-	if p.sc.cache, err = r.loadSynced(dir); err != nil {
+	if p.sc.synced, err = r.loadSyncRows(dir); err != nil {
 		return nil, err
 	}
 	if _, err := p.sc.scan(); err != nil {
@@ -204,7 +204,7 @@ func (p *puller) hostID(h *hostEntry) (objects.ID, error) {
 // unchangedSinceSync reports whether the host entry still holds what the
 // last push or pull recorded for it.
 func (p *puller) unchangedSinceSync(h *hostEntry) (bool, error) {
-	s := p.sc.cache[h.rel]
+	s := h.old
 	if s == nil || s.typ != h.typ {
 		return false, nil
 	}
@@ -324,7 +324,7 @@ func (p *puller) planRemoval(n *pullNode) error {
 		n.op = opDelete
 	}
 	if h.typ == objects.TypeDir {
-		if p.sc.cache[h.rel] == nil && n.op != opWrite {
+		if h.old == nil && n.op != opWrite {
 			n.op = opLeave // a directory the repository never held
 			return nil
 		}
@@ -337,7 +337,7 @@ func (p *puller) planRemoval(n *pullNode) error {
 		}
 		return nil
 	}
-	if p.sc.cache[h.rel] == nil {
+	if h.old == nil {
 		if n.op == opWrite {
 			return nil // replaced below
 		}

@@ -42,6 +42,7 @@ type PushResult struct {
 	Dirs       int   // directories
 	Links      int   // symlinks
 	Hashed     int   // files read because the stat cache missed
+	TreesBuilt int   // directory trees encoded (the others were reused)
 	NewObjects int   // objects added to the repository
 	NewBytes   int64 // stored bytes added
 	Duration   time.Duration
@@ -147,10 +148,19 @@ func (r *Repo) Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sc.cache, err = r.loadSynced(dir); err != nil {
-		return nil, err
-	}
+	// Read the stored rows while the scan lists and stats directories.
+	ready := make(chan struct{})
+	var loadErr error
+	go func() {
+		defer close(ready)
+		sc.synced, loadErr = r.loadSyncRows(dir)
+	}()
+	sc.syncedReady = ready
 	root, err := sc.scan()
+	<-ready
+	if loadErr != nil {
+		return nil, loadErr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("push %s: %w", dir, err)
 	}
@@ -278,13 +288,14 @@ func (r *Repo) Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		return nil, fmt.Errorf("push %s: %w", dir, writerErr)
 	}
 
-	wsTree, err := tx.buildTree(root)
+	wsTree, built, err := tx.buildTree(root, true)
 	if err != nil {
 		return nil, fmt.Errorf("push %s: %w", dir, err)
 	}
+	res.TreesBuilt = built
 	if o.Report != nil {
 		for _, e := range sc.all[1:] {
-			reportEntry(o.Report, name, e, sc.cache[e.rel])
+			reportEntry(o.Report, name, e, e.old)
 		}
 	}
 
@@ -341,7 +352,7 @@ func (r *Repo) Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if err := tx.Advance(branch, cid); err != nil {
 		return nil, err
 	}
-	if err := tx.saveSynced(dir, sc.all); err != nil {
+	if err := tx.writePushRows(dir, sc); err != nil {
 		return nil, err
 	}
 	if err := tx.setWorkspace(dir, name, cid, branch); err != nil {
@@ -384,39 +395,119 @@ func reportEntry(report func(string), ws string, e *hostEntry, old *syncedEntry)
 
 // buildTree stores the trees of a scanned directory and returns the id of
 // its own: it encodes them bottom-up, then stores the missing ones at once.
-func (tx *Tx) buildTree(root *hostEntry) (objects.ID, error) {
+// It sets the id of every directory entry and records in rowSame whether
+// each directory's sync-state row stays as stored.
+//
+// With reuse, a directory whose row is unchanged, subdirectory ids
+// included, keeps the tree id its parent's row recorded (see syncstate.go)
+// without being encoded: after a one-line edit only the trees along the
+// edited path are built. A reused id is only trusted once the repository
+// is seen to hold that tree (gc may have freed it since); if one is
+// missing, every tree is built afresh.
+func (tx *Tx) buildTree(root *hostEntry, reuse bool) (objects.ID, int, error) {
 	var trees []EncodedTree
-	var encode func(d *hostEntry) (objects.ID, error)
-	encode = func(d *hostEntry) (objects.ID, error) {
+	var reused []objects.ID
+	// build returns d's tree id and whether it was reused.
+	var build func(d *hostEntry) (objects.ID, bool, error)
+	build = func(d *hostEntry) (objects.ID, bool, error) {
 		t := &objects.Tree{Entries: make([]objects.Entry, 0, len(d.kids))}
+		var kidsReused []objects.ID
 		for _, k := range d.kids {
 			e := objects.Entry{Name: path.Base(k.rel), Type: k.typ, Mode: k.mode, MTime: k.mtime}
 			switch k.typ {
 			case objects.TypeFile:
 				e.ID, e.Size = k.id, uint64(k.size)
 			case objects.TypeDir:
-				id, err := encode(k)
+				id, wasReused, err := build(k)
 				if err != nil {
-					return objects.Zero, err
+					return objects.Zero, false, err
 				}
-				e.ID = id
+				k.id, e.ID = id, id
+				if wasReused {
+					kidsReused = append(kidsReused, id)
+				}
+				if k.old == nil || k.old.id != id {
+					d.rowSame = false
+				}
 			case objects.TypeSymlink:
 				e.Target, e.Size = k.target, uint64(len(k.target))
 			}
 			t.Entries = append(t.Entries, e)
 		}
+		if reuse && d.rowSame && d.rel != "" && !d.old.id.IsZero() {
+			return d.old.id, true, nil
+		}
+		reused = append(reused, kidsReused...)
 		raw, id, err := objects.EncodeTree(t)
 		if err != nil {
-			return objects.Zero, fmt.Errorf("tree of %q: %w", d.rel, err)
+			return objects.Zero, false, fmt.Errorf("tree of %q: %w", d.rel, err)
 		}
 		trees = append(trees, EncodedTree{ID: id, Raw: raw})
-		return id, nil
+		return id, false, nil
 	}
-	id, err := encode(root)
+	id, _, err := build(root)
 	if err != nil {
-		return objects.Zero, err
+		return objects.Zero, 0, err
 	}
-	return id, tx.PutTrees(trees)
+	if len(reused) > 0 {
+		missing, err := tx.missingTrees(reused)
+		if err != nil {
+			return objects.Zero, 0, err
+		}
+		if len(missing) > 0 {
+			clearRowSame(root)
+			return tx.buildTree(root, false)
+		}
+	}
+	return id, len(trees), tx.PutTrees(trees)
+}
+
+// clearRowSame marks every directory's row as changed, for a rebuild
+// that does not trust the recorded directory ids.
+func clearRowSame(d *hostEntry) {
+	d.rowSame = false
+	for _, k := range d.kids {
+		if k.typ == objects.TypeDir {
+			clearRowSame(k)
+		}
+	}
+}
+
+// writePushRows makes the sync state of a workspace what the push saw:
+// it writes the rows of directories that changed (buildTree set rowSame
+// and the directory ids) and deletes the rows of directories that are
+// gone. The stored rows were read before the transaction; if another push
+// or pull of the same workspace wrote some meanwhile, each row stays one
+// true observation of its directory, with ids the repository holds.
+func (tx *Tx) writePushRows(workspace string, sc *scanner) error {
+	scanned := make(map[string]bool, len(sc.synced))
+	for _, d := range sc.all {
+		if d.typ != objects.TypeDir {
+			continue
+		}
+		scanned[d.rel] = true
+		if d.rowSame {
+			continue
+		}
+		b := make([]byte, 0, 80*len(d.kids)+len(syncDirMagic))
+		b = append(b, syncDirMagic...)
+		for _, k := range d.kids {
+			b = appendSyncRowEntry(b, path.Base(k.rel), &syncedEntry{typ: k.typ, mode: k.mode, id: k.id, size: k.size,
+				mtime: k.mtime, ctime: k.ctime, ino: k.ino, target: k.target})
+		}
+		if _, err := tx.Exec(`INSERT INTO synced_dirs(workspace, dir, data) VALUES(?, ?, ?) ON CONFLICT(workspace, dir) DO UPDATE SET data=excluded.data`, workspace, d.rel, b); err != nil {
+			return fmt.Errorf("save sync state: %w", err)
+		}
+	}
+	for dir := range sc.synced {
+		if scanned[dir] {
+			continue
+		}
+		if _, err := tx.Exec(`DELETE FROM synced_dirs WHERE workspace=? AND dir=?`, workspace, dir); err != nil {
+			return fmt.Errorf("save sync state: %w", err)
+		}
+	}
+	return nil
 }
 
 func (tx *Tx) setWorkspace(dir, name string, id objects.ID, branch string) error {

@@ -29,10 +29,15 @@ type hostEntry struct {
 	mtime  int64
 	ctime  int64
 	ino    uint64
-	target string     // symlinks
-	id     objects.ID // files: content id once known
-	known  bool       // id came from the stat cache
+	target string       // symlinks
+	id     objects.ID   // files: content id once known
+	known  bool         // id came from the stat cache
+	old    *syncedEntry // what the sync state holds for this path, nil if nothing
 	kids   []*hostEntry
+	// rowSame (directories): the stored row of this directory lists
+	// exactly these entries with the same stat (the ids of
+	// subdirectories aside, which the scan does not know).
+	rowSame bool
 	// Directories only, filled by the scan of this directory (scans of
 	// directories run in parallel; scan reports these in walk order).
 	warns []string // skipped sockets and devices
@@ -66,9 +71,13 @@ type scanner struct {
 	skipIno  map[[2]uint64]bool // (dev, ino) of repository files
 	skipPath map[string]bool    // absolute paths of repository files
 	repoPath string             // the repository file, "" when none
+	repoBase string             // its base name, which all its companions start with
 	warn     func(string)
-	cache    map[string]*syncedEntry
-	all      []*hostEntry // every entry in walk order (parents first)
+	synced   map[string][]byte // stored sync-state rows by directory (loadSyncRows)
+	// syncedReady, when not nil, is closed once synced is loaded: a push
+	// reads the rows while the scan lists and stats the first directories.
+	syncedReady <-chan struct{}
+	all         []*hostEntry // every entry in walk order (parents first)
 	// deadTemps lists, per directory (rel), the temporary files that a
 	// pull killed before its rename left behind (see isPullTemp).
 	deadTemps map[string][]string
@@ -78,6 +87,7 @@ func newScanner(r *Repo, root string, warn func(string)) (*scanner, error) {
 	s := &scanner{root: root, warn: warn, skipIno: map[[2]uint64]bool{}, skipPath: map[string]bool{}}
 	if r != nil {
 		s.repoPath = r.Path
+		s.repoBase = filepath.Base(r.Path)
 		for _, suf := range []string{"", "-wal", "-shm", "-journal"} {
 			p := r.Path + suf
 			s.skipPath[p] = true
@@ -114,12 +124,18 @@ func (s *scanner) excluded(rel string, isDir bool) bool {
 	return false
 }
 
-func (s *scanner) isRepoFile(abs string, st *syscall.Stat_t) bool {
-	if s.skipPath[abs] || s.skipIno[[2]uint64{uint64(st.Dev), st.Ino}] {
+// isRepoFile reports whether the file name in directory dirAbs is the
+// repository or one of its companions.
+func (s *scanner) isRepoFile(dirAbs, name string, st *syscall.Stat_t) bool {
+	if s.skipIno[[2]uint64{uint64(st.Dev), st.Ino}] {
 		return true
 	}
+	if s.repoPath == "" || !strings.HasPrefix(name, s.repoBase) {
+		return false // the common case, without building the path
+	}
+	abs := filepath.Join(dirAbs, name)
 	// The overlay's journals are "<db>-wt<N>.journal".
-	return s.repoPath != "" && strings.HasPrefix(abs, s.repoPath+"-wt") && strings.HasSuffix(abs, ".journal")
+	return s.skipPath[abs] || strings.HasPrefix(abs, s.repoPath+"-wt") && strings.HasSuffix(abs, ".journal")
 }
 
 func entryFromStat(rel string, st *syscall.Stat_t) (*hostEntry, bool) {
@@ -231,21 +247,20 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 		if dir.rel != "" {
 			rel = dir.rel + "/" + name
 		}
-		p := filepath.Join(abs, name)
 		// fstatat on the directory: no path walk per entry.
 		var st syscall.Stat_t
 		if err := fstatat(dfd, name, &st); err != nil {
 			if errors.Is(err, syscall.ENOENT) {
 				continue // deleted while we looked
 			}
-			return fmt.Errorf("stat %s: %w", p, err)
+			return fmt.Errorf("stat %s: %w", filepath.Join(abs, name), err)
 		}
 		e, ok := entryFromStat(rel, &st)
 		if !ok {
-			dir.warns = append(dir.warns, fmt.Sprintf("skipping %s: sockets and device files are not stored", p))
+			dir.warns = append(dir.warns, fmt.Sprintf("skipping %s: sockets and device files are not stored", filepath.Join(abs, name)))
 			continue
 		}
-		if s.excluded(rel, e.typ == objects.TypeDir) || (e.typ == objects.TypeFile && s.isRepoFile(p, &st)) {
+		if s.excluded(rel, e.typ == objects.TypeDir) || (e.typ == objects.TypeFile && s.isRepoFile(abs, name, &st)) {
 			continue
 		}
 		if pid, ok := isPullTemp(name); ok && e.typ != objects.TypeDir {
@@ -257,9 +272,10 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 			continue
 		}
 		if !objects.ValidName(name) {
-			return fmt.Errorf("cannot store %s: the name is not valid in a tree", p)
+			return fmt.Errorf("cannot store %s: the name is not valid in a tree", filepath.Join(abs, name))
 		}
 		if e.typ == objects.TypeSymlink {
+			p := filepath.Join(abs, name)
 			t, err := os.Readlink(p)
 			if err != nil {
 				return fmt.Errorf("read link %s: %w", p, err)
@@ -270,12 +286,49 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 			e.target = t
 			e.size = int64(len(t))
 		}
-		if c := s.cache[rel]; c != nil && e.typ == objects.TypeFile && c.sameStat(e) {
-			e.id, e.known = c.id, true
-		}
 		dir.kids = append(dir.kids, e)
 	}
+	s.matchSynced(dir)
 	return nil
+}
+
+// matchSynced sets old (and, for files whose stat is unchanged, id) on
+// the entries of a scanned directory from its stored row, and the
+// directory's rowSame. Both lists are sorted by name: a merge, with no map.
+func (s *scanner) matchSynced(dir *hostEntry) {
+	if s.syncedReady != nil {
+		<-s.syncedReady
+	}
+	row, ok := s.synced[dir.rel]
+	if !ok {
+		return
+	}
+	var stored []syncedEntry
+	var names []string
+	if decodeSyncRow(dir.rel, row, func(name string, e *syncedEntry) {
+		names = append(names, name)
+		stored = append(stored, *e)
+	}) != nil {
+		return // a damaged row: this directory counts as never synced
+	}
+	dir.rowSame = len(stored) == len(dir.kids)
+	i := 0
+	for _, e := range dir.kids {
+		name := path.Base(e.rel)
+		for i < len(names) && names[i] < name {
+			i++
+		}
+		if i == len(names) || names[i] != name {
+			dir.rowSame = false
+			continue
+		}
+		e.old = &stored[i]
+		if !e.old.sameStat(e) {
+			dir.rowSame = false
+		} else if e.typ == objects.TypeFile {
+			e.id, e.known = e.old.id, true
+		}
+	}
 }
 
 // isPullTemp reports whether name is a temporary of a pull

@@ -36,7 +36,7 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sc.cache, err = r.loadSynced(abs); err != nil {
+	if sc.synced, err = r.loadSyncRows(abs); err != nil {
 		return nil, err
 	}
 	if _, err := sc.scan(); err != nil {
@@ -45,7 +45,7 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 	seen := map[string]bool{}
 	for _, h := range sc.all[1:] {
 		seen[h.rel] = true
-		s := sc.cache[h.rel]
+		s := h.old
 		if s == nil {
 			d.Added = append(d.Added, h.rel)
 			continue
@@ -79,7 +79,7 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 			}
 		}
 	}
-	for p := range sc.cache {
+	for _, p := range syncedPaths(sc.synced) {
 		if !seen[p] {
 			d.Deleted = append(d.Deleted, p)
 		}

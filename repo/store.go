@@ -360,21 +360,21 @@ type EncodedTree struct {
 	Raw []byte
 }
 
-// treeBatch is how many ids PutTrees asks about in one query.
+// treeBatch is how many ids storedTrees asks about in one query.
 const treeBatch = 256
 
-// PutTrees stores the trees the repository lacks. It asks which exist many
-// ids per query: most trees of an incremental push are unchanged, and one
+// storedTrees reports which of ids the repository holds. It asks many ids
+// per query: most trees of an incremental push are unchanged, and one
 // query per directory cost a sixth of a push of an 11k-file tree.
-func (tx *Tx) PutTrees(trees []EncodedTree) error {
-	have := make(map[objects.ID]bool, len(trees))
-	ids := make([]any, 0, treeBatch)
+func (tx *Tx) storedTrees(ids []objects.ID) (map[objects.ID]bool, error) {
+	have := make(map[objects.ID]bool, len(ids))
+	batch := make([]any, 0, treeBatch)
 	ask := func() error {
-		if len(ids) == 0 {
+		if len(batch) == 0 {
 			return nil
 		}
-		q := `SELECT id FROM trees WHERE id IN (?` + strings.Repeat(`,?`, len(ids)-1) + `)`
-		rows, err := tx.Tx.Query(q, ids...)
+		q := `SELECT id FROM trees WHERE id IN (?` + strings.Repeat(`,?`, len(batch)-1) + `)`
+		rows, err := tx.Tx.Query(q, batch...)
 		if err != nil {
 			return fmt.Errorf("look up trees: %w", err)
 		}
@@ -388,22 +388,50 @@ func (tx *Tx) PutTrees(trees []EncodedTree) error {
 				have[objects.ID(b)] = true
 			}
 		}
-		ids = ids[:0]
+		batch = batch[:0]
 		return rows.Err()
 	}
-	for _, t := range trees {
-		if _, seen := have[t.ID]; seen {
+	for _, id := range ids {
+		if _, seen := have[id]; seen {
 			continue
 		}
-		have[t.ID] = false
-		ids = append(ids, t.ID[:])
-		if len(ids) == treeBatch {
+		have[id] = false
+		batch = append(batch, id[:])
+		if len(batch) == treeBatch {
 			if err := ask(); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	if err := ask(); err != nil {
+		return nil, err
+	}
+	return have, nil
+}
+
+// missingTrees returns those of ids the repository does not hold.
+func (tx *Tx) missingTrees(ids []objects.ID) ([]objects.ID, error) {
+	have, err := tx.storedTrees(ids)
+	if err != nil {
+		return nil, err
+	}
+	var missing []objects.ID
+	for id, ok := range have {
+		if !ok {
+			missing = append(missing, id)
+		}
+	}
+	return missing, nil
+}
+
+// PutTrees stores the trees the repository lacks.
+func (tx *Tx) PutTrees(trees []EncodedTree) error {
+	ids := make([]objects.ID, len(trees))
+	for i, t := range trees {
+		ids[i] = t.ID
+	}
+	have, err := tx.storedTrees(ids)
+	if err != nil {
 		return err
 	}
 	for _, t := range trees {

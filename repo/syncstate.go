@@ -17,17 +17,29 @@ import (
 // each path: the stat cache, and the base pull compares against) is stored
 // as one row per host directory in synced_dirs, holding the entries
 // directly inside that directory. A push or pull rewrites only the rows
-// whose entries changed, so after a one-line edit it writes one small row
-// instead of the state of eleven thousand files.
+// whose entries changed, so after a one-line edit it writes a few small
+// rows instead of the state of eleven thousand files.
 //
-// Row encoding (data): "artsdir1", then per entry, sorted by name: uvarint
-// len, name, type byte, uvarint mode, 32-byte id (files only), varint size,
-// mtime, ctime, uvarint inode, uvarint len, link target. The workspace root
-// is the row with dir "".
+// Row encoding (data): "artsdir2", then per entry, sorted by name: uvarint
+// len, name, type byte, uvarint mode, 32-byte id (files and directories),
+// varint size, mtime, ctime, uvarint inode, uvarint len, link target. The
+// workspace root is the row with dir "". Rows written before directory ids
+// were kept start with "artsdir1" and have ids for files only; they still
+// decode (their directories have the zero id).
+//
+// A directory's id is the id of the tree a push built from exactly the
+// entries of that directory's own row, or zero: only a push records it
+// (pull and gc write zero), so a later push whose scan finds that row and
+// the ids of its subdirectories unchanged can reuse the tree instead of
+// encoding it and asking whether it is stored.
 
-const syncDirMagic = "artsdir1"
+const (
+	syncDirMagic   = "artsdir2"
+	syncDirMagicV1 = "artsdir1"
+)
 
-// syncRows groups a sync state by directory and encodes each group.
+// syncRows groups a sync state by directory and encodes each group, with
+// zero directory ids (see above: pull and gc cannot vouch for them).
 func syncRows(m map[string]*syncedEntry) map[string][]byte {
 	byDir := map[string][]string{}
 	for p := range m {
@@ -43,24 +55,32 @@ func syncRows(m map[string]*syncedEntry) map[string][]byte {
 		b := make([]byte, 0, 80*len(paths)+len(syncDirMagic))
 		b = append(b, syncDirMagic...)
 		for _, p := range paths {
-			e := m[p]
-			name := path.Base(p)
-			b = binary.AppendUvarint(b, uint64(len(name)))
-			b = append(b, name...)
-			b = appendSyncEntry(b, e)
+			e := *m[p]
+			if e.typ == objects.TypeDir {
+				e.id = objects.Zero
+			}
+			b = appendSyncRowEntry(b, path.Base(p), &e)
 		}
 		rows[dir] = b
 	}
 	return rows
 }
 
+// appendSyncRowEntry appends one named entry of a row.
+func appendSyncRowEntry(b []byte, name string, e *syncedEntry) []byte {
+	b = binary.AppendUvarint(b, uint64(len(name)))
+	b = append(b, name...)
+	return appendSyncEntry(b, e, true)
+}
+
 // appendSyncEntry appends the encoding of one entry, after its name:
-// type byte, uvarint mode, 32-byte id (files only), varint size, mtime,
-// ctime, uvarint inode, uvarint len, link target.
-func appendSyncEntry(b []byte, e *syncedEntry) []byte {
+// type byte, uvarint mode, 32-byte id (files; directories too when
+// dirIDs), varint size, mtime, ctime, uvarint inode, uvarint len, link
+// target.
+func appendSyncEntry(b []byte, e *syncedEntry, dirIDs bool) []byte {
 	b = append(b, byte(e.typ))
 	b = binary.AppendUvarint(b, uint64(e.mode))
-	if e.typ == objects.TypeFile {
+	if e.typ == objects.TypeFile || dirIDs && e.typ == objects.TypeDir {
 		b = append(b, e.id[:]...)
 	}
 	b = binary.AppendVarint(b, e.size)
@@ -72,10 +92,10 @@ func appendSyncEntry(b []byte, e *syncedEntry) []byte {
 }
 
 // decodeSyncEntry reverses appendSyncEntry (errors land in d.Err).
-func decodeSyncEntry(d *objects.Decoder) *syncedEntry {
-	e := &syncedEntry{typ: objects.Type(d.Byte())}
+func decodeSyncEntry(d *objects.Decoder, dirIDs bool) syncedEntry {
+	e := syncedEntry{typ: objects.Type(d.Byte())}
 	e.mode = uint32(d.Uvarint(objects.PermMask))
-	if e.typ == objects.TypeFile {
+	if e.typ == objects.TypeFile || dirIDs && e.typ == objects.TypeDir {
 		e.id = d.ID()
 	}
 	e.size, e.mtime, e.ctime = d.Varint(), d.Varint(), d.Varint()
@@ -84,28 +104,44 @@ func decodeSyncEntry(d *objects.Decoder) *syncedEntry {
 	return e
 }
 
-// decodeSyncRow adds the entries of one directory's row to m.
-func decodeSyncRow(dir string, b []byte, m map[string]*syncedEntry) error {
-	if !bytes.HasPrefix(b, []byte(syncDirMagic)) {
+// decodeSyncRow calls fn with each entry of one directory's row, in order;
+// e is only valid during the call.
+func decodeSyncRow(dir string, b []byte, fn func(name string, e *syncedEntry)) error {
+	dirIDs := true
+	switch {
+	case bytes.HasPrefix(b, []byte(syncDirMagic)):
+	case bytes.HasPrefix(b, []byte(syncDirMagicV1)):
+		dirIDs = false
+	default:
 		return fmt.Errorf("sync state of %q: %w: bad magic", dir, objects.ErrCorrupt)
 	}
 	d := &objects.Decoder{B: b[len(syncDirMagic):]}
 	for len(d.B) > 0 && d.Err == nil {
 		name := string(d.Bytes(d.Uvarint(objects.MaxNameLen)))
-		e := decodeSyncEntry(d)
-		if d.Err == nil && !objects.ValidName(name) {
+		e := decodeSyncEntry(d, dirIDs)
+		if d.Err != nil {
+			break
+		}
+		if !objects.ValidName(name) {
 			return fmt.Errorf("sync state of %q: %w: bad name %q", dir, objects.ErrCorrupt, name)
 		}
-		p := name
-		if dir != "" {
-			p = dir + "/" + name
-		}
-		m[p] = e
+		fn(name, &e)
 	}
 	if d.Err != nil {
 		return fmt.Errorf("sync state of %q: %w", dir, d.Err)
 	}
 	return nil
+}
+
+// decodeSyncDir decodes one directory's row into its entries by name; nil
+// when the row does not decode (the directory then counts as never
+// synced).
+func decodeSyncDir(dir string, b []byte) map[string]*syncedEntry {
+	m := map[string]*syncedEntry{}
+	if decodeSyncRow(dir, b, func(name string, e *syncedEntry) { c := *e; m[name] = &c }) != nil {
+		return nil
+	}
+	return m
 }
 
 // rowsQuerier is what loading the sync state needs: the database or a
@@ -146,7 +182,14 @@ var errDamagedSync = errors.New("damaged sync state")
 func loadSyncedFrom(q rowsQuerier, workspace string) (map[string]*syncedEntry, error) {
 	m := map[string]*syncedEntry{}
 	err := eachSyncRow(q, workspace, func(dir string, data []byte) error {
-		if decodeSyncRow(dir, data, m) != nil {
+		err := decodeSyncRow(dir, data, func(name string, e *syncedEntry) {
+			if dir != "" {
+				name = dir + "/" + name
+			}
+			c := *e
+			m[name] = &c
+		})
+		if err != nil {
 			return errDamagedSync
 		}
 		return nil
@@ -166,6 +209,33 @@ func loadSyncedFrom(q rowsQuerier, workspace string) (map[string]*syncedEntry, e
 // loadSynced returns the sync state of a workspace (empty if never synced).
 func (r *Repo) loadSynced(workspace string) (map[string]*syncedEntry, error) {
 	return loadSyncedFrom(r.DB, workspace)
+}
+
+// loadSyncRows returns the stored rows of a workspace by directory,
+// undecoded: a scan decodes each directory's row where it reads that
+// directory, in parallel.
+func (r *Repo) loadSyncRows(workspace string) (map[string][]byte, error) {
+	rows := map[string][]byte{}
+	err := eachSyncRow(r.DB, workspace, func(dir string, data []byte) error {
+		rows[dir] = bytes.Clone(data)
+		return nil
+	})
+	return rows, err
+}
+
+// syncedPaths lists every path the rows of a workspace name (a row that
+// does not decode names none).
+func syncedPaths(rows map[string][]byte) []string {
+	var out []string
+	for dir, data := range rows {
+		decodeSyncRow(dir, data, func(name string, _ *syncedEntry) {
+			if dir != "" {
+				name = dir + "/" + name
+			}
+			out = append(out, name)
+		})
+	}
+	return out
 }
 
 // syncedOf is the sync state recorded for scanned or written host entries.
@@ -274,13 +344,13 @@ func decodeSyncBlob(b []byte) (map[string]*syncedEntry, error) {
 	m := map[string]*syncedEntry{}
 	for len(d.B) > 0 && d.Err == nil {
 		p := string(d.Bytes(d.Uvarint(1 << 20)))
-		e := decodeSyncEntry(d)
+		e := decodeSyncEntry(d, false)
 		if d.Err == nil {
 			if parts, err := SplitPath(p); err != nil || len(parts) == 0 || strings.Join(parts, "/") != p {
 				return nil, fmt.Errorf("sync state: %w: bad path %q", objects.ErrCorrupt, p)
 			}
 		}
-		m[p] = e
+		m[p] = &e
 	}
 	if d.Err != nil {
 		return nil, fmt.Errorf("sync state: %w", d.Err)

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/artproject/art/objects"
 )
@@ -25,13 +27,11 @@ func encodeSyncBlob(m map[string]*syncedEntry) []byte {
 		e := m[p]
 		b = binary.AppendUvarint(b, uint64(len(p)))
 		b = append(b, p...)
-		b = appendSyncEntry(b, e)
+		b = appendSyncEntry(b, e, false)
 	}
 	return b
 }
 
-// TestSyncStateWritesChangedRows: a push after one edit rewrites the row of
-// the edited file's directory only; a deleted directory's row goes away.
 // syncRowsOf returns the stored rows of a workspace, by directory.
 func syncRowsOf(t *testing.T, r *Repo, workspace string) map[string][]byte {
 	t.Helper()
@@ -45,27 +45,34 @@ func syncRowsOf(t *testing.T, r *Repo, workspace string) map[string][]byte {
 	return out
 }
 
+// TestSyncStateWritesChangedRows: a push after one edit rewrites the rows
+// along the edited file's path only (the edited directory's, and its
+// ancestors', whose entries record the new tree ids); a deleted
+// directory's row goes away; every recorded directory id is the tree the
+// commit holds there.
 func TestSyncStateWritesChangedRows(t *testing.T) {
 	r := newTestRepo(t)
 	ws := newWorkspace(t, "ws")
-	writeFiles(t, ws, map[string]string{"a.txt": "a", "d/b.txt": "b", "d/e/c.txt": "c", "f/g.txt": "g"})
-	push(t, r, ws, "one")
+	writeFiles(t, ws, map[string]string{"a.txt": "a", "d/b.txt": "b", "d/e/c.txt": "c", "d/x/y.txt": "y", "f/g.txt": "g"})
+	res := push(t, r, ws, "one")
+	checkDirIDs(t, r, ws, res.Commit)
 	before := syncRowsOf(t, r, ws)
-	if got := sortedKeys(before); !reflect.DeepEqual(got, []string{"", "d", "d/e", "f"}) {
+	if got := sortedKeys(before); !reflect.DeepEqual(got, []string{"", "d", "d/e", "d/x", "f"}) {
 		t.Fatalf("rows %q", got)
 	}
 	writeFiles(t, ws, map[string]string{"d/e/c.txt": "changed"})
 	if err := os.RemoveAll(filepath.Join(ws, "f")); err != nil {
 		t.Fatal(err)
 	}
-	push(t, r, ws, "two")
+	res = push(t, r, ws, "two")
+	checkDirIDs(t, r, ws, res.Commit)
 	after := syncRowsOf(t, r, ws)
-	if got := sortedKeys(after); !reflect.DeepEqual(got, []string{"", "d", "d/e"}) {
+	if got := sortedKeys(after); !reflect.DeepEqual(got, []string{"", "d", "d/e", "d/x"}) {
 		t.Fatalf("rows after deleting f: %q", got)
 	}
-	// "" changed (f is gone) and d/e (c.txt); d did not: rewriting a file
-	// in place leaves its directory's times alone.
-	for dir, changed := range map[string]bool{"": true, "d": false, "d/e": true} {
+	// "" changed (f is gone, d's tree id), d (e's tree id) and d/e
+	// (c.txt); d/x did not.
+	for dir, changed := range map[string]bool{"": true, "d": true, "d/e": true, "d/x": false} {
 		if (string(before[dir]) != string(after[dir])) != changed {
 			t.Errorf("row %q: changed %v, want %v", dir, !changed, changed)
 		}
@@ -74,7 +81,7 @@ func TestSyncStateWritesChangedRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sortedKeys(m); !reflect.DeepEqual(got, []string{"a.txt", "d", "d/b.txt", "d/e", "d/e/c.txt"}) {
+	if got := sortedKeys(m); !reflect.DeepEqual(got, []string{"a.txt", "d", "d/b.txt", "d/e", "d/e/c.txt", "d/x", "d/x/y.txt"}) {
 		t.Fatalf("entries %q", got)
 	}
 	if m["d/e/c.txt"].id != objects.Hash([]byte("changed")) {
@@ -118,6 +125,11 @@ func TestMigrateSyncState(t *testing.T) {
 					t.Fatalf("%s: %v", q, err)
 				}
 			}
+			for _, e := range want {
+				if e.typ == objects.TypeDir {
+					e.id = objects.Zero // schema 1 had no directory ids
+				}
+			}
 			r = reopen(t, r)
 			got, err := r.loadSynced(ws)
 			if err != nil {
@@ -139,31 +151,168 @@ func TestMigrateSyncState(t *testing.T) {
 	}
 }
 
-// TestSyncStateDamagedRow: a row that does not decode makes the whole state
-// count as never synced (the next push reads every file), and that push
-// replaces it, so the push after it reads only what changed.
+// TestSyncStateDamagedRow: a row that does not decode makes its directory
+// count as never synced: the next push reads that directory's files (and
+// only those) and replaces the row, and a damaged row of a deleted
+// directory goes away. Loading the whole state (gc) still treats any
+// damage as no state at all.
 func TestSyncStateDamagedRow(t *testing.T) {
 	r := newTestRepo(t)
 	ws := newWorkspace(t, "ws")
-	writeFiles(t, ws, map[string]string{"a.txt": "a", "d/b.txt": "b", "gone/c.txt": "c"})
+	writeFiles(t, ws, map[string]string{"a.txt": "a", "d/b.txt": "b", "d/b2.txt": "b2", "gone/c.txt": "c"})
 	push(t, r, ws, "one")
 	if err := os.RemoveAll(filepath.Join(ws, "gone")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.DB.Exec(`UPDATE synced_dirs SET data=x'00' WHERE workspace=? AND dir='gone'`, ws); err != nil {
+	if _, err := r.DB.Exec(`UPDATE synced_dirs SET data=x'00' WHERE workspace=? AND dir IN ('gone', 'd')`, ws); err != nil {
 		t.Fatal(err)
 	}
 	if m, err := r.loadSynced(ws); err != nil || len(m) != 0 {
 		t.Fatalf("damaged state loaded as %d entries, %v", len(m), err)
 	}
-	if res := push(t, r, ws, "two"); res.Hashed != 2 {
-		t.Fatalf("the push after the damage read %d files, want 2", res.Hashed)
+	res := push(t, r, ws, "two")
+	if res.Hashed != 2 {
+		t.Fatalf("the push after the damage read %d files, want 2 (d/b.txt, d/b2.txt)", res.Hashed)
 	}
+	checkDirIDs(t, r, ws, res.Commit)
 	if got := sortedKeys(syncRowsOf(t, r, ws)); !reflect.DeepEqual(got, []string{"", "d"}) {
 		t.Fatalf("rows after the push: %q (the damaged row of a deleted directory must go)", got)
 	}
 	writeFiles(t, ws, map[string]string{"a.txt": "a2"})
 	if res := push(t, r, ws, "three"); res.Hashed != 1 {
 		t.Fatalf("the next push read %d files, want 1", res.Hashed)
+	}
+}
+
+// checkDirIDs: every non-zero directory id in the sync state of ws is the
+// tree that commit holds at that path.
+func checkDirIDs(t *testing.T, r *Repo, ws string, commit objects.ID) {
+	t.Helper()
+	c, err := r.LoadCommit(commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := r.loadSynced(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, e := range m {
+		if e.typ != objects.TypeDir || e.id.IsZero() {
+			continue
+		}
+		got, ok, err := r.Lookup(c.Tree, append([]string{filepath.Base(ws)}, strings.Split(p, "/")...))
+		if err != nil || !ok || got.ID != e.id {
+			t.Errorf("sync state of %s records tree %s; the commit holds %s (%v, %v)", p, e.id.Short(), got.ID.Short(), ok, err)
+		}
+	}
+}
+
+// TestPushReusedTreesMatchFullBuild: a push that reuses the tree ids its
+// sync state records builds exactly the tree a fresh repository's full
+// push of the same directory builds, whatever changed in between —
+// including pulls and gc, which record no directory ids, and a reused tree
+// the repository no longer holds.
+func TestPushReusedTreesMatchFullBuild(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a.txt": "a", "d/b.txt": "b", "d/e/c.txt": "c", "d/x/y.txt": "y",
+		"d/x/deep/z.txt": "z", "f/g.txt": "g", "h/i/j/k.txt": "k"})
+	first := push(t, r, ws, "first")
+	wsTree := func(r *Repo, commit objects.ID) objects.ID {
+		t.Helper()
+		c, err := r.LoadCommit(commit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok, err := r.Lookup(c.Tree, []string{"ws"})
+		if err != nil || !ok {
+			t.Fatalf("no workspace in %s: %v", commit.Short(), err)
+		}
+		return e.ID
+	}
+	treeOf := func(rel string) objects.ID {
+		t.Helper()
+		m, err := r.loadSynced(ws)
+		if err != nil || m[rel] == nil || m[rel].id.IsZero() {
+			t.Fatalf("no tree id recorded for %s (%v)", rel, err)
+		}
+		return m[rel].id
+	}
+	at := func(p string) string { return filepath.Join(ws, filepath.FromSlash(p)) }
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 11 directories: ws, d, d/e, d/x, d/x/deep, f, h, h/i, h/i/j, and
+	// after the steps that add them n, n/m, a.txt, empty.
+	steps := []struct {
+		name   string
+		change func()
+		built  int // trees encoded
+	}{
+		{"nothing", func() {}, 1},
+		{"deep edit", func() { writeFiles(t, ws, map[string]string{"d/e/c.txt": "c2"}) }, 3},
+		{"new directories", func() { writeFiles(t, ws, map[string]string{"n/m/k.txt": "k"}) }, 3},
+		{"directory deleted", func() { must(os.RemoveAll(at("f"))) }, 1},
+		{"directory chmod", func() { must(os.Chmod(at("d/x"), 0o700)) }, 2},
+		{"directory touched", func() {
+			ts := time.Unix(1_700_000_000, 5)
+			must(os.Chtimes(at("d"), ts, ts))
+		}, 1},
+		{"directory renamed", func() { must(os.Rename(at("d/x"), at("d/z"))) }, 4},
+		{"file became a directory", func() {
+			must(os.Remove(at("a.txt")))
+			writeFiles(t, ws, map[string]string{"a.txt/inner": "i"})
+		}, 2},
+		{"empty directory", func() { must(os.Mkdir(at("empty"), 0o755)) }, 2},
+		{"symlink", func() { must(os.Symlink("d/b.txt", at("d/e/link"))) }, 3},
+		{"pulled an old commit", func() { pull(t, r, ws, first.Commit) }, 9},
+		{"edit after the pull", func() { writeFiles(t, ws, map[string]string{"h/i/j/k.txt": "k2"}) }, 4},
+		{"reused trees freed", func() {
+			// What gc does to a subtree no commit reaches any more: d's
+			// tree and all below it go, while the sync state names them.
+			var free func(id objects.ID)
+			free = func(id objects.ID) {
+				tr, err := r.LoadTree(id)
+				must(err)
+				for _, e := range tr.Entries {
+					if e.Type == objects.TypeDir {
+						free(e.ID)
+					}
+				}
+				_, err = r.DB.Exec(`DELETE FROM trees WHERE id=?`, id[:])
+				must(err)
+			}
+			free(treeOf("d"))
+			r = reopen(t, r) // no tree cache
+			writeFiles(t, ws, map[string]string{"h/i/j/k.txt": "k3"})
+		}, 9},
+		{"gc", func() {
+			_, err := r.GC(nil)
+			must(err)
+			writeFiles(t, ws, map[string]string{"d/e/c.txt": "c4"})
+		}, 3},
+	}
+	for _, s := range steps {
+		s.change()
+		res := push(t, r, ws, s.name)
+		if res.TreesBuilt != s.built {
+			t.Errorf("%s: %d trees built, want %d", s.name, res.TreesBuilt, s.built)
+		}
+		fresh := newTestRepo(t)
+		full := push(t, fresh, ws, "full")
+		if got, want := wsTree(r, res.Commit), wsTree(fresh, full.Commit); got != want {
+			t.Fatalf("%s: incremental push built tree %s, a full push %s", s.name, got.Short(), want.Short())
+		}
+		checkDirIDs(t, r, ws, res.Commit)
+		if p := fsckProblems(t, r); p != "" {
+			t.Fatalf("%s: fsck: %s", s.name, p)
+		}
+		// The full push must not have left its sync state in r.
+		if _, err := os.Stat(filepath.Join(ws, ".art")); err == nil {
+			t.Fatalf("%s: .art appeared in the workspace", s.name)
+		}
 	}
 }
