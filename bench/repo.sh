@@ -56,7 +56,6 @@ timed() {
 load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?'; }
 sub() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.6f", b-a}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b+0 == 0) print "n/a"; else printf "%.2f", a/b }'; }
-le() { awk -v r="$1" -v m="$2" 'BEGIN{ exit !(r != "n/a" && r+0 <= m+0) }'; }
 fmt_s() { # seconds -> "1.234 s" / "12.3 ms"
 	awk -v s="$1" 'BEGIN{ if (s >= 1) printf "%.3f s", s; else printf "%.1f ms", s*1000 }'
 }
@@ -83,8 +82,8 @@ row() { # name art ref ratio bar result
 	[[ $6 == ERROR ]] && errors=$((errors + 1))
 	return 0
 }
-judge() { # ratio max -> PASS/FAIL
-	if le "$1" "$2"; then echo PASS; else echo FAIL; fi
+judge() { # a b max -> PASS/FAIL on the exact a/b (the table shows it rounded)
+	if awk -v a="$1" -v b="$2" -v m="$3" 'BEGIN{ exit !(b+0 > 0 && a/b <= m+0) }'; then echo PASS; else echo FAIL; fi
 }
 
 # ---------------------------------------------------------------- setup
@@ -198,6 +197,7 @@ first_ok=$art_ok
 note "art first push: $(cat "$work/push1" 2>/dev/null)"
 if ((first_ok)); then
 	art_size=$(dsize "$src/.art")
+	note "art .art after first push: $art_size bytes"
 	note "art .art after first push: $(ls -l "$src/.art" | tail -n +2 | awk '{print $NF": "$5}' | tr '\n' ' ')"
 fi
 
@@ -205,12 +205,13 @@ warm "$src"
 timed git_first || { echo "repo.sh: git's first commit failed (see $log)" >&2; exit 2; }
 g1=$T_REAL; g1c=$T_CPU
 git_size=$(dsize "$gd")
+note "git .git after first commit: $git_size bytes"
 gfiles=$(g ls-files | wc -l)
 note "git first commit: $gfiles files in the index"
 
 if ((art_ok)); then
 	r=$(ratio "$a1" "$g1")
-	row "first push (init+push vs init+add+commit)" "$(fmt_s "$a1")" "$(fmt_s "$g1")" "$r" "<=1.00" "$(judge "$r" 1.0)"
+	row "first push (init+push vs init+add+commit)" "$(fmt_s "$a1")" "$(fmt_s "$g1")" "$r" "<=1.00" "$(judge "$a1" "$g1" 1.0)"
 	cpu+=("$(printf '%-44s %12s %12s %7s' "first push" "$(fmt_s "$a1c")" "$(fmt_s "$g1c")" "$(ratio "$a1c" "$g1c")")")
 else
 	row "first push (init+push vs init+add+commit)" "error" "$(fmt_s "$g1")" "-" "<=1.00" ERROR
@@ -243,7 +244,7 @@ timed git_second || { echo "repo.sh: git's second commit failed (see $log)" >&2;
 g2=$T_REAL; g2c=$T_CPU
 if ((art_ok)); then
 	r=$(ratio "$a2" "$g2")
-	row "push after a 1-line change (vs add+commit)" "$(fmt_s "$a2")" "$(fmt_s "$g2")" "$r" "<=1.00" "$(judge "$r" 1.0)"
+	row "push after a 1-line change (vs add+commit)" "$(fmt_s "$a2")" "$(fmt_s "$g2")" "$r" "<=1.00" "$(judge "$a2" "$g2" 1.0)"
 	cpu+=("$(printf '%-44s %12s %12s %7s' "push after a 1-line change" "$(fmt_s "$a2c")" "$(fmt_s "$g2c")" "$(ratio "$a2c" "$g2c")")")
 else
 	row "push after a 1-line change (vs add+commit)" "error" "$(fmt_s "$g2")" "-" "<=1.00" ERROR
@@ -258,7 +259,7 @@ if ((art_ok)) && "$art" diff --db "$db" HEAD~1 HEAD >"$work/art.diff" 2>>"$log" 
 	ad3=$(hmedian --warmup 3 --runs 20 -n art-diff -- "$art diff --db $db HEAD~1 HEAD"); then
 	note "art diff: $(wc -l <"$work/art.diff") lines"
 	r=$(ratio "$ad3" "$gd3")
-	row "diff HEAD~1 HEAD (median of 20, hyperfine -N)" "$(fmt_s "$ad3")" "$(fmt_s "$gd3")" "$r" "<=1.00" "$(judge "$r" 1.0)"
+	row "diff HEAD~1 HEAD (median of 20, hyperfine -N)" "$(fmt_s "$ad3")" "$(fmt_s "$gd3")" "$r" "<=1.00" "$(judge "$ad3" "$gd3" 1.0)"
 else
 	row "diff HEAD~1 HEAD (median of 20, hyperfine -N)" "error" "$(fmt_s "$gd3")" "-" "<=1.00" ERROR
 fi
@@ -296,7 +297,7 @@ bench_branches() {
 if ((art_ok)) && "$art" init -m "$small" >>"$log" 2>&1 && "$art" push -m "$small" -q >>"$log" 2>&1 && bench_branches; then
 	note "art branch, 20 interleaved runs each: median $(fmt_s "$bl") ($nfiles files), $(fmt_s "$bs") (10 files)"
 	r=$(ratio "$bl" "$bs")
-	row "branch X: ${nfiles}-file vs 10-file tree (median/20)" "$(fmt_s "$bl")" "$(fmt_s "$bs")" "$r" "<=1.25" "$(judge "$r" 1.25)"
+	row "branch X: ${nfiles}-file vs 10-file tree (median/20)" "$(fmt_s "$bl")" "$(fmt_s "$bs")" "$r" "<=1.25" "$(judge "$bl" "$bs" 1.25)"
 else
 	row "branch X: ${nfiles}-file vs 10-file tree (median/20)" "error" "-" "-" "<=1.25" ERROR
 fi
@@ -304,7 +305,7 @@ fi
 # ---------------------------------------------------------------- 5. size after the first push
 if ((first_ok)); then
 	r=$(ratio "$art_size" "$git_size")
-	row "repo size after first push (vs .git loose)" "$(fmt_b "$art_size")" "$(fmt_b "$git_size")" "$r" "<=1.00" "$(judge "$r" 1.0)"
+	row "repo size after first push (vs .git loose)" "$(fmt_b "$art_size")" "$(fmt_b "$git_size")" "$r" "<=1.00" "$(judge "$art_size" "$git_size" 1.0)"
 	r=$(ratio "$art_size" "$git_gc_size")
 	row "  same, vs .git after git gc (information)" "$(fmt_b "$art_size")" "$(fmt_b "$git_gc_size")" "$r" "-" "info"
 else
@@ -332,7 +333,7 @@ if ((big_ok)); then
 	growth=$((after - before))
 	note "200 MiB file: .art $before -> $after bytes; 20 inserts + pushes took $(fmt_s "$(sub "$t0" "$t1")")"
 	r=$(ratio "$growth" $((20 * mib)))
-	row "growth, 20 x 1 MiB into a 200 MiB file" "$(fmt_b "$growth")" "$(fmt_b $((20 * mib)))" "$r" "<=2.00" "$(judge "$r" 2.0)"
+	row "growth, 20 x 1 MiB into a 200 MiB file" "$(fmt_b "$growth")" "$(fmt_b $((20 * mib)))" "$r" "<=2.00" "$(judge "$growth" "$((20 * mib))" 2.0)"
 else
 	row "growth, 20 x 1 MiB into a 200 MiB file" "error" "$(fmt_b $((20 * mib)))" "-" "<=2.00" ERROR
 fi

@@ -5,7 +5,8 @@
 # commit do not count):
 #   readall: find SRC -name '*.go' -exec cat {} +   (many opens)
 #   dd:      dd if=/dev/zero of=/dev/null bs=4k count=500000   (many syscalls, none listed)
-# Each traced time is a ratio to its own untraced baseline in the same run:
+# Each traced time is a ratio to its own untraced baseline in the same run
+# (best of ROUNDS; the rounds interleave all configurations):
 #   art run --trace --trace-syscalls openat,execve   vs strace -f --seccomp-bpf -e trace=openat,execve
 #   art run --trace (all syscalls, log to a file)    vs strace -f -o FILE
 # Usage: bench/trace.sh [ROUNDS]   (root; needs bwrap, fuse3, strace)
@@ -24,39 +25,35 @@ mkdir -p "$work/ws"
 
 readall="find $src -name '*.go' -exec cat {} + >/dev/null"
 dd="dd if=/dev/zero of=/dev/null bs=4k count=500000 status=none"
-inside() { # inside ART-FLAGS... -- CMD: best-of-N seconds measured inside art run
-	local best=
+inside() { # inside ART-FLAGS... -- CMD: seconds measured inside art run
 	local cmd=${*: -1}
 	local flags=("${@:1:$#-1}")
-	for _ in $(seq "$rounds"); do
-		local t
-		t=$(cd "$work/ws" && "$art" run -i=false "${flags[@]}" -- sh -c "s=\$(date +%s.%N); $cmd; echo \"\$(date +%s.%N) - \$s\" | bc -l" 2>/dev/null)
-		if [ -z "$best" ] || [ "$(echo "$t < $best" | bc -l)" = 1 ]; then best=$t; fi
-	done
-	echo "$best"
+	(cd "$work/ws" && "$art" run -i=false "${flags[@]}" -- sh -c "s=\$(date +%s.%N); $cmd; echo \"\$(date +%s.%N) - \$s\" | bc -l" 2>/dev/null)
 }
-host() { # host CMD...: best-of-N seconds on the host
-	local best=
-	for _ in $(seq "$rounds"); do
-		local s e t
-		s=$(date +%s.%N)
-		"$@" >/dev/null 2>&1
-		e=$(date +%s.%N)
-		t=$(echo "$e - $s" | bc -l)
-		if [ -z "$best" ] || [ "$(echo "$t < $best" | bc -l)" = 1 ]; then best=$t; fi
-	done
-	echo "$best"
+host() { # host CMD...: seconds on the host
+	local s e
+	s=$(date +%s.%N)
+	"$@" >/dev/null 2>&1
+	e=$(date +%s.%N)
+	echo "$e - $s" | bc -l
+}
+declare -A T
+best() { # best KEY SECONDS: keep the smaller time
+	if [ -z "${T[$1]:-}" ] || [ "$(echo "$2 < ${T[$1]}" | bc -l)" = 1 ]; then T[$1]=$2; fi
 }
 
-declare -A T
-for w in readall dd; do
-	cmd=${!w}
-	T[$w.art.plain]=$(inside -b "plain-$w" "$cmd")
-	T[$w.art.filter]=$(inside -b "filter-$w" --trace --trace-syscalls openat,execve --trace-log "$work/f.log" "$cmd")
-	T[$w.art.full]=$(inside -b "full-$w" --trace --trace-log "$work/full.log" "$cmd")
-	T[$w.host.plain]=$(host sh -c "$cmd")
-	T[$w.strace.filter]=$(host strace -f --seccomp-bpf -e trace=openat,execve -o "$work/s.log" sh -c "$cmd")
-	T[$w.strace.full]=$(host strace -f -o "$work/s.log" sh -c "$cmd")
+# Rounds outermost, every configuration once per round: load from other
+# jobs on the host then skews all configurations alike.
+for round in $(seq "$rounds"); do
+	for w in readall dd; do
+		cmd=${!w}
+		best "$w.art.plain" "$(inside -b "plain-$w-$round" "$cmd")"
+		best "$w.art.filter" "$(inside -b "filter-$w-$round" --trace --trace-syscalls openat,execve --trace-log "$work/f.log" "$cmd")"
+		best "$w.art.full" "$(inside -b "full-$w-$round" --trace --trace-log "$work/full.log" "$cmd")"
+		best "$w.host.plain" "$(host sh -c "$cmd")"
+		best "$w.strace.filter" "$(host strace -f --seccomp-bpf -e trace=openat,execve -o "$work/s.log" sh -c "$cmd")"
+		best "$w.strace.full" "$(host strace -f -o "$work/s.log" sh -c "$cmd")"
+	done
 done
 
 r() { echo "scale=2; $1 / $2" | bc -l; }

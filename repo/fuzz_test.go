@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -63,6 +64,7 @@ func FuzzSyncState(f *testing.F) {
 		"fifo\n": {typ: objects.TypeFifo, mode: 0o600},
 	})
 	f.Add(rows[""])
+	f.Add(packSyncRow(bytes.Repeat(rows[""], 8)))
 	f.Add([]byte(syncDirMagic))
 	f.Add([]byte(syncDirMagicV1 + "\x01a\x03\xa4\x03" + strings.Repeat("\x00", 32) + "\x06\x02\x04\x06\x00"))
 	f.Add([]byte(syncBlobMagic + "\x01a\x03\xa4\x03\x00\x00\x00\x00\x00"))

@@ -495,7 +495,7 @@ func (tx *Tx) writePushRows(workspace string, sc *scanner) error {
 			b = appendSyncRowEntry(b, path.Base(k.rel), &syncedEntry{typ: k.typ, mode: k.mode, id: k.id, size: k.size,
 				mtime: k.mtime, ctime: k.ctime, ino: k.ino, target: k.target})
 		}
-		if _, err := tx.Exec(`INSERT INTO synced_dirs(workspace, dir, data) VALUES(?, ?, ?) ON CONFLICT(workspace, dir) DO UPDATE SET data=excluded.data`, workspace, d.rel, b); err != nil {
+		if _, err := tx.Exec(`INSERT INTO synced_dirs(workspace, dir, data) VALUES(?, ?, ?) ON CONFLICT(workspace, dir) DO UPDATE SET data=excluded.data`, workspace, d.rel, packSyncRow(b)); err != nil {
 			return fmt.Errorf("save sync state: %w", err)
 		}
 	}

@@ -157,30 +157,68 @@ func TestMigrateSyncState(t *testing.T) {
 // directory goes away. Loading the whole state (gc) still treats any
 // damage as no state at all.
 func TestSyncStateDamagedRow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage string // SQL blob literal
+	}{
+		{"bad magic", `x'00'`},
+		{"bad zstd frame", `x'28b52ffd00ffffffffffff'`},
+		{"cut short", `x'6172747364697232016103'`}, // "artsdir2", one entry cut after its type
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a.txt": "a", "d/b.txt": "b", "d/b2.txt": "b2", "gone/c.txt": "c"})
+			push(t, r, ws, "one")
+			if err := os.RemoveAll(filepath.Join(ws, "gone")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.DB.Exec(`UPDATE synced_dirs SET data=`+tc.damage+` WHERE workspace=? AND dir IN ('gone', 'd')`, ws); err != nil {
+				t.Fatal(err)
+			}
+			if m, err := r.loadSynced(ws); err != nil || len(m) != 0 {
+				t.Fatalf("damaged state loaded as %d entries, %v", len(m), err)
+			}
+			res := push(t, r, ws, "two")
+			if res.Hashed != 2 {
+				t.Fatalf("the push after the damage read %d files, want 2 (d/b.txt, d/b2.txt)", res.Hashed)
+			}
+			checkDirIDs(t, r, ws, res.Commit)
+			if got := sortedKeys(syncRowsOf(t, r, ws)); !reflect.DeepEqual(got, []string{"", "d"}) {
+				t.Fatalf("rows after the push: %q (the damaged row of a deleted directory must go)", got)
+			}
+			writeFiles(t, ws, map[string]string{"a.txt": "a2"})
+			if res := push(t, r, ws, "three"); res.Hashed != 1 {
+				t.Fatalf("the next push read %d files, want 1", res.Hashed)
+			}
+		})
+	}
+}
+
+// TestSyncRowPacked: a row that compresses is stored as a zstd frame, a
+// short one as it is; both decode to what was encoded.
+func TestSyncRowPacked(t *testing.T) {
 	r := newTestRepo(t)
 	ws := newWorkspace(t, "ws")
-	writeFiles(t, ws, map[string]string{"a.txt": "a", "d/b.txt": "b", "d/b2.txt": "b2", "gone/c.txt": "c"})
+	files := map[string]string{"small/x": "x"}
+	for i := 0; i < 50; i++ {
+		files[fmt.Sprintf("big/file-%03d.go", i)] = fmt.Sprint(i)
+	}
+	writeFiles(t, ws, files)
 	push(t, r, ws, "one")
-	if err := os.RemoveAll(filepath.Join(ws, "gone")); err != nil {
+	rows := syncRowsOf(t, r, ws)
+	if !bytes.HasPrefix(rows["big"], zstdMagic) {
+		t.Errorf("the row of 50 entries is not compressed: %q", rows["big"][:8])
+	}
+	if !bytes.HasPrefix(rows["small"], []byte(syncDirMagic)) {
+		t.Errorf("the row of one entry is stored as %q, want it as encoded", rows["small"][:8])
+	}
+	m, err := r.loadSynced(ws)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.DB.Exec(`UPDATE synced_dirs SET data=x'00' WHERE workspace=? AND dir IN ('gone', 'd')`, ws); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := r.loadSynced(ws); err != nil || len(m) != 0 {
-		t.Fatalf("damaged state loaded as %d entries, %v", len(m), err)
-	}
-	res := push(t, r, ws, "two")
-	if res.Hashed != 2 {
-		t.Fatalf("the push after the damage read %d files, want 2 (d/b.txt, d/b2.txt)", res.Hashed)
-	}
-	checkDirIDs(t, r, ws, res.Commit)
-	if got := sortedKeys(syncRowsOf(t, r, ws)); !reflect.DeepEqual(got, []string{"", "d"}) {
-		t.Fatalf("rows after the push: %q (the damaged row of a deleted directory must go)", got)
-	}
-	writeFiles(t, ws, map[string]string{"a.txt": "a2"})
-	if res := push(t, r, ws, "three"); res.Hashed != 1 {
-		t.Fatalf("the next push read %d files, want 1", res.Hashed)
+	if len(m) != 53 || m["big/file-049.go"] == nil || m["big/file-049.go"].id != objects.Hash([]byte("49")) {
+		t.Fatalf("decoded %d entries; big/file-049.go: %+v", len(m), m["big/file-049.go"])
 	}
 }
 
