@@ -1,6 +1,8 @@
 package repo
 
 import (
+	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/artproject/art/objects"
@@ -199,6 +201,12 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 	if _, err := tx.Exec(`UPDATE workspaces SET commit_id=NULL WHERE commit_id NOT IN (SELECT id FROM commits)`); err != nil {
 		return nil, err
 	}
+	// A push that read its stat cache before this transaction must not
+	// trust it after: it may name content just deleted (see Push).
+	if _, err := tx.Exec(`INSERT INTO meta(key, value) VALUES('gc_generation', '1')
+		ON CONFLICT(key) DO UPDATE SET value=CAST(CAST(value AS INTEGER)+1 AS TEXT)`); err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("gc: %w", err)
 	}
@@ -210,4 +218,17 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 	}
 	r.DB.Exec(`VACUUM`)
 	return res, nil
+}
+
+// gcGeneration counts the gc runs of a repository (0 before the first).
+func gcGeneration(q querier) (int64, error) {
+	var v int64
+	err := q.QueryRow(`SELECT CAST(value AS INTEGER) FROM meta WHERE key='gc_generation'`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read gc generation: %w", err)
+	}
+	return v, nil
 }

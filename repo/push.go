@@ -31,6 +31,8 @@ type PushOptions struct {
 	Warn func(msg string)
 	// Progress is called with bytes hashed so far and bytes to hash.
 	Progress func(done, total int64)
+
+	beforeBegin func() // tests: runs between the scan and the transaction
 }
 
 // PushResult summarises a push.
@@ -133,8 +135,30 @@ func hashFile(abs string, buf []byte, compress func([]byte) ([]byte, int), put f
 	return h.Sum(), size, refs, nil
 }
 
+// errGCRaced: a gc committed between a push's reading of its stat cache
+// and its transaction, so the cache may name content gc deleted.
+var errGCRaced = errors.New("a gc ran during the push")
+
 // Push snapshots a host workspace into a new commit.
+//
+// The stat cache is read before the push's transaction (which holds the
+// write lock only while it stores), so a gc may delete content the cache
+// names in between. The transaction sees that gc's generation changed and
+// the push starts over with the cache gc pruned; it gives up after three
+// tries.
 func (r *Repo) Push(ctx context.Context, o PushOptions) (*PushResult, error) {
+	for try := 1; ; try++ {
+		res, err := r.push(ctx, o)
+		if !errors.Is(err, errGCRaced) {
+			return res, err
+		}
+		if try == 3 {
+			return nil, fmt.Errorf("push %s: %w three times; run it again once gc is done", o.Dir, err)
+		}
+	}
+}
+
+func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	start := time.Now()
 	dir, err := CheckWorkspaceDir(o.Dir)
 	if err != nil {
@@ -151,9 +175,12 @@ func (r *Repo) Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	// Read the stored rows while the scan lists and stats directories.
 	ready := make(chan struct{})
 	var loadErr error
+	var gcGen int64
 	go func() {
 		defer close(ready)
-		sc.synced, loadErr = r.loadSyncRows(dir)
+		if gcGen, loadErr = gcGeneration(r.DB); loadErr == nil {
+			sc.synced, loadErr = r.loadSyncRows(dir)
+		}
 	}()
 	sc.syncedReady = ready
 	root, err := sc.scan()
@@ -184,11 +211,19 @@ func (r *Repo) Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	res.Dirs-- // the workspace root itself
 	res.Hashed = len(todo)
 
+	if o.beforeBegin != nil {
+		o.beforeBegin()
+	}
 	tx, err := r.Begin()
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
+	if gen, err := gcGeneration(tx); err != nil {
+		return nil, err
+	} else if gen != gcGen {
+		return nil, errGCRaced
+	}
 
 	// Hash with all cores; one writer owns the transaction.
 	chunks := make(chan chunkJob, 64)

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -352,5 +353,63 @@ func TestPushReusedTreesMatchFullBuild(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(ws, ".art")); err == nil {
 			t.Fatalf("%s: .art appeared in the workspace", s.name)
 		}
+	}
+}
+
+// TestPushRacingGC: a gc that commits between a push's reading of its
+// stat cache and its transaction may delete content the cache names; the
+// push starts over (reading that file again) instead of committing a tree
+// that names missing content, and gives up after three tries.
+func TestPushRacingGC(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		gcRuns  int // gc runs before the push's transaction, one per try
+		wantErr bool
+	}{
+		{"one gc: pushed on the second try", 1, false},
+		{"gc every time: gives up", 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"f.txt": "only on tmp", "d/g.txt": "g"})
+			if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "tmp", Message: "tmp"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.DeleteBranch("tmp"); err != nil {
+				t.Fatal(err)
+			}
+			runs := 0
+			o := PushOptions{Dir: ws, Branch: "main", Message: "main", beforeBegin: func() {
+				if runs < tc.gcRuns {
+					runs++
+					if _, err := r.GC(nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}}
+			res, err := r.Push(context.Background(), o)
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "gc ran during the push three times") {
+					t.Fatalf("err %v, want the three-tries error", err)
+				}
+				if p := fsckProblems(t, r); p != "" {
+					t.Fatalf("fsck after the failed push: %s", p)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Hashed != 2 {
+				t.Errorf("the retried push read %d files, want 2 (gc freed both)", res.Hashed)
+			}
+			if p := fsckProblems(t, r); p != "" {
+				t.Fatalf("fsck: %s", p)
+			}
+			if got := wsEntries(t, r, res.Commit, "ws"); len(got) != 3 {
+				t.Fatalf("pushed tree %v", got)
+			}
+		})
 	}
 }
