@@ -480,6 +480,11 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*gofuse.Server, error) {
 			Logger:        o.Log,
 			Options:       []string{"default_permissions"},
 			MaxBackground: 64,
+			// Reads are answered from memory (ReadResultData), never
+			// from a file descriptor, so go-fuse's splice path has
+			// nothing to splice; with 1 MiB reads it would also fail to
+			// grow its pipe past the 1 MiB limit and log each failure.
+			DisableSplice: true,
 			// As root, mount(2) directly; otherwise go-fuse uses fusermount3.
 			DirectMount: os.Geteuid() == 0,
 		},
