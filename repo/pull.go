@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,8 @@ type PullOptions struct {
 	Commit objects.ID // the commit whose /<workspace>/ is written
 	Force  bool       // overwrite host changes instead of refusing
 	Report func(line string)
+
+	beforeRecord func() // tests: runs between writing the host and recording the sync state
 }
 
 // PullResult summarises a pull.
@@ -103,6 +106,10 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	gcGen, err := gcGeneration(r.DB)
+	if err != nil {
+		return nil, err
+	}
 	c, err := r.LoadCommit(o.Commit)
 	if err != nil {
 		return nil, err
@@ -152,15 +159,36 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if err := p.recordSynced(root); err != nil {
 		return nil, err
 	}
+	if o.beforeRecord != nil {
+		o.beforeRecord()
+	}
 	tx, err := r.Begin()
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
+	commit := o.Commit
+	if gen, err := gcGeneration(tx); err != nil {
+		return nil, err
+	} else if gen != gcGen {
+		// A gc ran while this pull read the commit: it may have deleted
+		// the commit and content the pull wrote to the host. The sync
+		// state must not name what is gone (a push would trust it), so
+		// those entries are dropped: the next push reads those files
+		// again, and a pull treats them as never synced.
+		if p.synced, err = tx.keepStored(p.synced); err != nil {
+			return nil, err
+		}
+		if ok, err := tx.hasCommit(commit); err != nil {
+			return nil, err
+		} else if !ok {
+			commit = objects.Zero
+		}
+	}
 	if err := tx.saveSynced(dir, p.synced); err != nil {
 		return nil, err
 	}
-	if err := tx.setWorkspace(dir, name, o.Commit, ""); err != nil {
+	if err := tx.setWorkspace(dir, name, commit, ""); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -626,4 +654,34 @@ func (p *puller) recordSynced(root *pullNode) error {
 		return nil
 	}
 	return walk(root)
+}
+
+// keepStored returns the entries whose content the repository still
+// holds (directories, links and fifos name no content).
+func (tx *Tx) keepStored(entries []*hostEntry) ([]*hostEntry, error) {
+	var kept []*hostEntry
+	for _, e := range entries {
+		if e.typ == objects.TypeFile {
+			var one int
+			err := tx.QueryRow(`SELECT 1 FROM files WHERE id=? UNION ALL SELECT 1 FROM chunks WHERE id=? LIMIT 1`, e.id[:], e.id[:]).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("look up %s: %w", e.rel, err)
+			}
+		}
+		kept = append(kept, e)
+	}
+	return kept, nil
+}
+
+// hasCommit reports whether a commit is stored.
+func (tx *Tx) hasCommit(id objects.ID) (bool, error) {
+	var one int
+	err := tx.QueryRow(`SELECT 1 FROM commits WHERE id=?`, id[:]).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -546,9 +546,13 @@ func (tx *Tx) writePushRows(workspace string, sc *scanner) error {
 }
 
 func (tx *Tx) setWorkspace(dir, name string, id objects.ID, branch string) error {
+	var commit any // NULL for the zero id: no commit
+	if !id.IsZero() {
+		commit = id[:]
+	}
 	_, err := tx.Exec(`INSERT INTO workspaces(path, name, commit_id, branch, synced_at) VALUES(?,?,?,?,?)
 		ON CONFLICT(path) DO UPDATE SET name=excluded.name, commit_id=excluded.commit_id, branch=excluded.branch, synced_at=excluded.synced_at`,
-		dir, name, id[:], branch, time.Now().UnixNano())
+		dir, name, commit, branch, time.Now().UnixNano())
 	if err != nil {
 		return fmt.Errorf("record workspace %s: %w", dir, err)
 	}

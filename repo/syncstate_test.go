@@ -413,3 +413,58 @@ func TestPushRacingGC(t *testing.T) {
 		})
 	}
 }
+
+// TestPullRacingGC: a gc that frees the pulled commit while the pull
+// writes the host leaves a sync state naming nothing gone (a push would
+// trust it) and no reference to the freed commit; the next push reads
+// those files again and commits them whole.
+func TestPullRacingGC(t *testing.T) {
+	r := newTestRepo(t)
+	src := newWorkspace(t, "ws")
+	writeFiles(t, src, map[string]string{"a.txt": "only in tmp", "d/b.txt": "also only in tmp"})
+	tmp, err := r.Push(context.Background(), PushOptions{Dir: src, Branch: "tmp", Message: "tmp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := newWorkspace(t, "ws")
+	res, err := r.Pull(PullOptions{Dir: dst, Commit: tmp.Commit, beforeRecord: func() {
+		if _, err := r.DeleteBranch("tmp"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.DB.Exec(`DELETE FROM workspaces WHERE path=?`, src); err != nil {
+			t.Fatal(err) // src's sync state would keep nothing alive anyway
+		}
+		if _, err := r.GC(nil); err != nil {
+			t.Fatal(err)
+		}
+	}})
+	if err != nil {
+		t.Fatalf("pull: %v", err)
+	}
+	if res.Created != 3 {
+		t.Errorf("pull created %d entries, want 3", res.Created)
+	}
+	m, err := r.loadSynced(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, e := range m {
+		if e.typ == objects.TypeFile {
+			t.Errorf("sync state names %s (%s), which gc freed", p, e.id.Short())
+		}
+	}
+	var cid []byte
+	if err := r.DB.QueryRow(`SELECT commit_id FROM workspaces WHERE path=?`, dst).Scan(&cid); err != nil || cid != nil {
+		t.Errorf("workspace commit %x (%v), want NULL", cid, err)
+	}
+	if p := fsckProblems(t, r); p != "" {
+		t.Fatalf("fsck: %s", p)
+	}
+	again := push(t, r, dst, "again")
+	if again.Hashed != 2 {
+		t.Errorf("the push after read %d files, want 2", again.Hashed)
+	}
+	if p := fsckProblems(t, r); p != "" {
+		t.Fatalf("fsck after the push: %s", p)
+	}
+}
