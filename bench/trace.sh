@@ -38,10 +38,12 @@ host() { # host CMD...: seconds on the host
 	echo "$e - $s" | bc -l
 }
 declare -A T
-best() { # best KEY SECONDS: keep the smaller time
+best() { # best KEY SECONDS: keep the smaller time (every time goes to trace.log)
+	echo "round $round $1 $2" >>"$out/trace.log"
 	if [ -z "${T[$1]:-}" ] || [ "$(echo "$2 < ${T[$1]}" | bc -l)" = 1 ]; then T[$1]=$2; fi
 }
 
+: >"$out/trace.log"
 # Rounds outermost, every configuration once per round: load from other
 # jobs on the host then skews all configurations alike.
 for round in $(seq "$rounds"); do
