@@ -1,7 +1,6 @@
 package repo
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -662,13 +661,12 @@ func (tx *Tx) keepStored(entries []*hostEntry) ([]*hostEntry, error) {
 	var kept []*hostEntry
 	for _, e := range entries {
 		if e.typ == objects.TypeFile {
-			var one int
-			err := tx.QueryRow(`SELECT 1 FROM files WHERE id=? UNION ALL SELECT 1 FROM chunks WHERE id=? LIMIT 1`, e.id[:], e.id[:]).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
+			ok, err := tx.exists(`SELECT 1 FROM files WHERE id=? UNION ALL SELECT 1 FROM chunks WHERE id=? LIMIT 1`, e.id[:], e.id[:])
 			if err != nil {
 				return nil, fmt.Errorf("look up %s: %w", e.rel, err)
+			}
+			if !ok {
+				continue
 			}
 		}
 		kept = append(kept, e)
@@ -678,10 +676,5 @@ func (tx *Tx) keepStored(entries []*hostEntry) ([]*hostEntry, error) {
 
 // hasCommit reports whether a commit is stored.
 func (tx *Tx) hasCommit(id objects.ID) (bool, error) {
-	var one int
-	err := tx.QueryRow(`SELECT 1 FROM commits WHERE id=?`, id[:]).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
+	return tx.exists(`SELECT 1 FROM commits WHERE id=?`, id[:])
 }

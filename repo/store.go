@@ -249,8 +249,13 @@ func (tx *Tx) QueryRow(query string, args ...any) *sql.Row {
 
 // HasChunk reports whether a chunk is stored.
 func (tx *Tx) HasChunk(id objects.ID) (bool, error) {
+	return tx.exists(`SELECT 1 FROM chunks WHERE id=?`, id[:])
+}
+
+// exists reports whether a query returns a row.
+func (tx *Tx) exists(query string, args ...any) (bool, error) {
 	var one int
-	err := tx.QueryRow(`SELECT 1 FROM chunks WHERE id=?`, id[:]).Scan(&one)
+	err := tx.QueryRow(query, args...).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
