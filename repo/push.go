@@ -429,19 +429,21 @@ func reportEntry(report func(string), ws string, e *hostEntry, old *syncedEntry)
 }
 
 // buildTree stores the trees of a scanned directory and returns the id of
-// its own: it encodes them bottom-up, then stores the missing ones at once.
-// It sets the id of every directory entry and records in rowSame whether
-// each directory's sync-state row stays as stored.
+// its own and how many trees it encoded: it encodes them bottom-up, then
+// stores the missing ones at once. It sets the id of every directory
+// entry, and leaves rowSame true only for directories whose sync-state
+// row stays as stored, tree id included.
 //
-// With reuse, a directory whose row is unchanged, subdirectory ids
-// included, keeps the tree id its parent's row recorded (see syncstate.go)
-// without being encoded: after a one-line edit only the trees along the
-// edited path are built. A reused id is only trusted once the repository
-// is seen to hold that tree (gc may have freed it since); if one is
-// missing, every tree is built afresh.
+// With reuse, a directory whose row lists the same entries, subdirectory
+// ids included, and records a tree id keeps that tree without encoding it
+// (see syncstate.go): after a one-line edit only the trees along the
+// edited path are built. A reused tree is only trusted once the
+// repository is seen to hold it (gc may have freed it since; one that is
+// held has all its subtrees); if one is missing, every tree is built
+// afresh.
 func (tx *Tx) buildTree(root *hostEntry, reuse bool) (objects.ID, int, error) {
 	var trees []EncodedTree
-	var reused []objects.ID
+	var reused []objects.ID // the outermost reused trees
 	// build returns d's tree id and whether it was reused.
 	var build func(d *hostEntry) (objects.ID, bool, error)
 	build = func(d *hostEntry) (objects.ID, bool, error) {
@@ -457,7 +459,7 @@ func (tx *Tx) buildTree(root *hostEntry, reuse bool) (objects.ID, int, error) {
 				if err != nil {
 					return objects.Zero, false, err
 				}
-				k.id, e.ID = id, id
+				e.ID = id
 				if wasReused {
 					kidsReused = append(kidsReused, id)
 				}
@@ -469,8 +471,9 @@ func (tx *Tx) buildTree(root *hostEntry, reuse bool) (objects.ID, int, error) {
 			}
 			t.Entries = append(t.Entries, e)
 		}
-		if reuse && d.rowSame && d.rel != "" && !d.old.id.IsZero() {
-			return d.old.id, true, nil
+		if reuse && d.rowSame && !d.rowTree.IsZero() {
+			d.id = d.rowTree
+			return d.id, true, nil
 		}
 		reused = append(reused, kidsReused...)
 		raw, id, err := objects.EncodeTree(t)
@@ -478,11 +481,18 @@ func (tx *Tx) buildTree(root *hostEntry, reuse bool) (objects.ID, int, error) {
 			return objects.Zero, false, fmt.Errorf("tree of %q: %w", d.rel, err)
 		}
 		trees = append(trees, EncodedTree{ID: id, Raw: raw})
+		if id != d.rowTree {
+			d.rowSame = false // the row must record this tree
+		}
+		d.id = id
 		return id, false, nil
 	}
-	id, _, err := build(root)
+	id, rootReused, err := build(root)
 	if err != nil {
 		return objects.Zero, 0, err
+	}
+	if rootReused {
+		reused = append(reused, id)
 	}
 	if len(reused) > 0 {
 		missing, err := tx.missingTrees(reused)
@@ -512,8 +522,9 @@ func clearRowSame(d *hostEntry) {
 // it writes the rows of directories that changed (buildTree set rowSame
 // and the directory ids) and deletes the rows of directories that are
 // gone. The stored rows were read before the transaction; if another push
-// or pull of the same workspace wrote some meanwhile, each row stays one
-// true observation of its directory, with ids the repository holds.
+// or pull of the same workspace wrote some meanwhile, the state mixes rows
+// of both, each one true observation of its directory whose tree id (if
+// any) certifies only that row's own entries (see syncstate.go).
 func (tx *Tx) writePushRows(workspace string, sc *scanner) error {
 	scanned := make(map[string]bool, len(sc.synced))
 	for _, d := range sc.all {
@@ -524,8 +535,7 @@ func (tx *Tx) writePushRows(workspace string, sc *scanner) error {
 		if d.rowSame {
 			continue
 		}
-		b := make([]byte, 0, 80*len(d.kids)+len(syncDirMagic))
-		b = append(b, syncDirMagic...)
+		b := appendSyncRowHeader(make([]byte, 0, 80*len(d.kids)+64), d.id)
 		for _, k := range d.kids {
 			b = appendSyncRowEntry(b, path.Base(k.rel), &syncedEntry{typ: k.typ, mode: k.mode, id: k.id, size: k.size,
 				mtime: k.mtime, ctime: k.ctime, ino: k.ino, target: k.target})

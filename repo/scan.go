@@ -36,8 +36,10 @@ type hostEntry struct {
 	kids   []*hostEntry
 	// rowSame (directories): the stored row of this directory lists
 	// exactly these entries with the same stat (the ids of
-	// subdirectories aside, which the scan does not know).
+	// subdirectories aside, which the scan does not know); rowTree is the
+	// tree id that row records (zero if none).
 	rowSame bool
+	rowTree objects.ID
 	// Directories only, filled by the scan of this directory (scans of
 	// directories run in parallel; scan reports these in walk order).
 	warns []string // skipped sockets and devices
@@ -305,12 +307,14 @@ func (s *scanner) matchSynced(dir *hostEntry) {
 	}
 	var stored []syncedEntry
 	var names []string
-	if decodeSyncRow(dir.rel, row, func(name string, e *syncedEntry) {
+	tree, err := decodeSyncRow(dir.rel, row, func(name string, e *syncedEntry) {
 		names = append(names, name)
 		stored = append(stored, *e)
-	}) != nil {
+	})
+	if err != nil {
 		return // a damaged row: this directory counts as never synced
 	}
+	dir.rowTree = tree
 	dir.rowSame = len(stored) == len(dir.kids)
 	i := 0
 	for _, e := range dir.kids {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -20,23 +19,26 @@ import (
 // whose entries changed, so after a one-line edit it writes a few small
 // rows instead of the state of eleven thousand files.
 //
-// Row encoding (data): "artsdir2", then per entry, sorted by name: uvarint
-// len, name, type byte, uvarint mode, 32-byte id (files and directories),
-// varint size, mtime, ctime, uvarint inode, uvarint len, link target. The
-// workspace root is the row with dir "". Rows written before directory ids
-// were kept start with "artsdir1" and have ids for files only; they still
-// decode (their directories have the zero id).
+// Row encoding (data): "artsdir2", the 32-byte id of the tree a push built
+// from exactly this row's entries (zero when none did), then per entry,
+// sorted by name: uvarint len, name, type byte, uvarint mode, 32-byte id
+// (files, and directories: the tree id the push used), varint size,
+// mtime, ctime, uvarint inode, uvarint len, link target. The workspace
+// root is the row with dir "". Rows written before tree ids were kept
+// start with "artsdir1", have no tree id and ids for files only; they
+// still decode (with zero ids).
 //
 // A row is stored zstd-compressed when that makes it smaller (its data
 // then starts with zstd's frame magic instead of "artsdir"): the names and
 // numbers shrink by a quarter, which is 0.7 % of a repository of the Go
 // source tree.
 //
-// A directory's id is the id of the tree a push built from exactly the
-// entries of that directory's own row, or zero: only a push records it
-// (pull and gc write zero), so a later push whose scan finds that row and
-// the ids of its subdirectories unchanged can reuse the tree instead of
-// encoding it and asking whether it is stored.
+// The tree id makes a row self-certifying: a later push whose scan finds
+// the same entries, subdirectory ids included, reuses that tree instead of
+// encoding it — whatever wrote the other rows meanwhile (a concurrent push
+// or pull, gc), since the id depends only on this row. Only a push, which
+// builds the tree from these very entries, records it; pull and gc write
+// zero, and gc zeroes it in any row whose entries it prunes.
 
 const (
 	syncDirMagic   = "artsdir2"
@@ -44,7 +46,7 @@ const (
 )
 
 // syncRows groups a sync state by directory and encodes each group, with
-// zero directory ids (see above: pull and gc cannot vouch for them).
+// no tree ids (see above: pull and gc cannot vouch for them).
 func syncRows(m map[string]*syncedEntry) map[string][]byte {
 	byDir := map[string][]string{}
 	for p := range m {
@@ -57,18 +59,19 @@ func syncRows(m map[string]*syncedEntry) map[string][]byte {
 	rows := make(map[string][]byte, len(byDir))
 	for dir, paths := range byDir {
 		sort.Strings(paths)
-		b := make([]byte, 0, 80*len(paths)+len(syncDirMagic))
-		b = append(b, syncDirMagic...)
+		b := appendSyncRowHeader(make([]byte, 0, 80*len(paths)+64), objects.Zero)
 		for _, p := range paths {
-			e := *m[p]
-			if e.typ == objects.TypeDir {
-				e.id = objects.Zero
-			}
-			b = appendSyncRowEntry(b, path.Base(p), &e)
+			b = appendSyncRowEntry(b, path.Base(p), m[p])
 		}
 		rows[dir] = packSyncRow(b)
 	}
 	return rows
+}
+
+// appendSyncRowHeader starts a row: magic and tree id.
+func appendSyncRowHeader(b []byte, tree objects.ID) []byte {
+	b = append(b, syncDirMagic...)
+	return append(b, tree[:]...)
 }
 
 // zstdMagic starts every zstd frame; no row magic does.
@@ -130,37 +133,41 @@ func decodeSyncEntry(d *objects.Decoder, dirIDs bool) syncedEntry {
 	return e
 }
 
-// decodeSyncRow calls fn with each entry of one directory's row, in order;
-// e is only valid during the call.
-func decodeSyncRow(dir string, b []byte, fn func(name string, e *syncedEntry)) error {
+// decodeSyncRow returns the tree id of one directory's row and calls fn
+// with each of its entries, in order; e is only valid during the call.
+func decodeSyncRow(dir string, b []byte, fn func(name string, e *syncedEntry)) (objects.ID, error) {
 	b, err := unpackSyncRow(b)
 	if err != nil {
-		return fmt.Errorf("sync state of %q: %w", dir, err)
+		return objects.Zero, fmt.Errorf("sync state of %q: %w", dir, err)
 	}
-	dirIDs := true
+	var tree objects.ID
+	d := &objects.Decoder{B: b}
+	v2 := true
 	switch {
 	case bytes.HasPrefix(b, []byte(syncDirMagic)):
+		d.B = b[len(syncDirMagic):]
+		tree = d.ID()
 	case bytes.HasPrefix(b, []byte(syncDirMagicV1)):
-		dirIDs = false
+		d.B = b[len(syncDirMagicV1):]
+		v2 = false
 	default:
-		return fmt.Errorf("sync state of %q: %w: bad magic", dir, objects.ErrCorrupt)
+		return objects.Zero, fmt.Errorf("sync state of %q: %w: bad magic", dir, objects.ErrCorrupt)
 	}
-	d := &objects.Decoder{B: b[len(syncDirMagic):]}
 	for len(d.B) > 0 && d.Err == nil {
 		name := string(d.Bytes(d.Uvarint(objects.MaxNameLen)))
-		e := decodeSyncEntry(d, dirIDs)
+		e := decodeSyncEntry(d, v2)
 		if d.Err != nil {
 			break
 		}
 		if !objects.ValidName(name) {
-			return fmt.Errorf("sync state of %q: %w: bad name %q", dir, objects.ErrCorrupt, name)
+			return objects.Zero, fmt.Errorf("sync state of %q: %w: bad name %q", dir, objects.ErrCorrupt, name)
 		}
 		fn(name, &e)
 	}
 	if d.Err != nil {
-		return fmt.Errorf("sync state of %q: %w", dir, d.Err)
+		return objects.Zero, fmt.Errorf("sync state of %q: %w", dir, d.Err)
 	}
-	return nil
+	return tree, nil
 }
 
 // decodeSyncDir decodes one directory's row into its entries by name; nil
@@ -168,7 +175,7 @@ func decodeSyncRow(dir string, b []byte, fn func(name string, e *syncedEntry)) e
 // synced).
 func decodeSyncDir(dir string, b []byte) map[string]*syncedEntry {
 	m := map[string]*syncedEntry{}
-	if decodeSyncRow(dir, b, func(name string, e *syncedEntry) { c := *e; m[name] = &c }) != nil {
+	if _, err := decodeSyncRow(dir, b, func(name string, e *syncedEntry) { c := *e; m[name] = &c }); err != nil {
 		return nil
 	}
 	return m
@@ -204,43 +211,6 @@ func eachSyncRow(q rowsQuerier, workspace string, fn func(dir string, data []byt
 	return nil
 }
 
-// errDamagedSync stops reading a sync state that does not decode.
-var errDamagedSync = errors.New("damaged sync state")
-
-// loadSyncedFrom returns the sync state of a workspace (empty if never
-// synced).
-func loadSyncedFrom(q rowsQuerier, workspace string) (map[string]*syncedEntry, error) {
-	m := map[string]*syncedEntry{}
-	err := eachSyncRow(q, workspace, func(dir string, data []byte) error {
-		err := decodeSyncRow(dir, data, func(name string, e *syncedEntry) {
-			if dir != "" {
-				name = dir + "/" + name
-			}
-			c := *e
-			m[name] = &c
-		})
-		if err != nil {
-			return errDamagedSync
-		}
-		return nil
-	})
-	if errors.Is(err, errDamagedSync) {
-		// A damaged cache only costs re-reading files; pull then treats
-		// host files as never synced, which refuses rather than deletes.
-		// The next save rewrites or deletes every stored row.
-		return map[string]*syncedEntry{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// loadSynced returns the sync state of a workspace (empty if never synced).
-func (r *Repo) loadSynced(workspace string) (map[string]*syncedEntry, error) {
-	return loadSyncedFrom(r.DB, workspace)
-}
-
 // loadSyncRows returns the stored rows of a workspace by directory,
 // undecoded: a scan decodes each directory's row where it reads that
 // directory, in parallel.
@@ -258,12 +228,16 @@ func (r *Repo) loadSyncRows(workspace string) (map[string][]byte, error) {
 func syncedPaths(rows map[string][]byte) []string {
 	var out []string
 	for dir, data := range rows {
-		decodeSyncRow(dir, data, func(name string, _ *syncedEntry) {
+		var names []string
+		_, err := decodeSyncRow(dir, data, func(name string, _ *syncedEntry) {
 			if dir != "" {
 				name = dir + "/" + name
 			}
-			out = append(out, name)
+			names = append(names, name)
 		})
+		if err == nil {
+			out = append(out, names...)
+		}
 	}
 	return out
 }
@@ -322,38 +296,56 @@ func (tx *Tx) writeSyncRows(workspace string, rows, stored map[string][]byte) er
 	return nil
 }
 
-// pruneSynced drops entries naming content that no longer exists (gc).
+// pruneSynced drops the entries naming content that no longer exists
+// (gc), row by row: a pruned row loses its tree id, and a row that does
+// not decode is deleted (it is a cache; its directory then counts as never
+// synced).
 func (tx *Tx) pruneSynced(exists func(objects.ID) bool) error {
-	rows, err := tx.Query(`SELECT DISTINCT workspace FROM synced_dirs`)
+	type row struct {
+		ws, dir string
+		data    []byte
+	}
+	rows, err := tx.Query(`SELECT workspace, dir, data FROM synced_dirs`)
 	if err != nil {
 		return err
 	}
-	var wss []string
+	var all []row
 	for rows.Next() {
-		var w string
-		if err := rows.Scan(&w); err != nil {
+		var r row
+		if err := rows.Scan(&r.ws, &r.dir, &r.data); err != nil {
 			rows.Close()
 			return err
 		}
-		wss = append(wss, w)
+		all = append(all, r)
 	}
 	rows.Close()
-	for _, w := range wss {
-		m, err := loadSyncedFrom(tx, w)
-		if err != nil {
-			return err
-		}
-		changed := false
-		for p, e := range m {
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, r := range all {
+		var names []string
+		var kept []syncedEntry
+		pruned := false
+		_, err := decodeSyncRow(r.dir, r.data, func(name string, e *syncedEntry) {
 			if e.typ == objects.TypeFile && !exists(e.id) {
-				delete(m, p)
-				changed = true
+				pruned = true
+				return
 			}
+			names = append(names, name)
+			kept = append(kept, *e)
+		})
+		switch {
+		case err != nil:
+			_, err = tx.Exec(`DELETE FROM synced_dirs WHERE workspace=? AND dir=?`, r.ws, r.dir)
+		case pruned:
+			b := appendSyncRowHeader(nil, objects.Zero)
+			for i := range kept {
+				b = appendSyncRowEntry(b, names[i], &kept[i])
+			}
+			_, err = tx.Exec(`UPDATE synced_dirs SET data=? WHERE workspace=? AND dir=?`, packSyncRow(b), r.ws, r.dir)
 		}
-		if changed {
-			if err := tx.putSynced(w, m); err != nil {
-				return err
-			}
+		if err != nil {
+			return fmt.Errorf("prune sync state of %s/%s: %w", r.ws, r.dir, err)
 		}
 	}
 	return nil
