@@ -135,3 +135,14 @@ func FuzzNameRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// decodeSyncDir decodes one directory's row into its entries by name; nil
+// when the row does not decode (the directory then counts as never
+// synced).
+func decodeSyncDir(dir string, b []byte) map[string]*syncedEntry {
+	m := map[string]*syncedEntry{}
+	if _, err := decodeSyncRow(dir, b, func(name string, e *syncedEntry) { c := *e; m[name] = &c }); err != nil {
+		return nil
+	}
+	return m
+}

@@ -30,7 +30,7 @@ type hostEntry struct {
 	ctime  int64
 	ino    uint64
 	target string       // symlinks
-	id     objects.ID   // files: content id once known
+	id     objects.ID   // files: content id once known; directories: tree id once built
 	known  bool         // id came from the stat cache
 	old    *syncedEntry // what the sync state holds for this path, nil if nothing
 	kids   []*hostEntry

@@ -170,17 +170,6 @@ func decodeSyncRow(dir string, b []byte, fn func(name string, e *syncedEntry)) (
 	return tree, nil
 }
 
-// decodeSyncDir decodes one directory's row into its entries by name; nil
-// when the row does not decode (the directory then counts as never
-// synced).
-func decodeSyncDir(dir string, b []byte) map[string]*syncedEntry {
-	m := map[string]*syncedEntry{}
-	if _, err := decodeSyncRow(dir, b, func(name string, e *syncedEntry) { c := *e; m[name] = &c }); err != nil {
-		return nil
-	}
-	return m
-}
-
 // rowsQuerier is what loading the sync state needs: the database or a
 // transaction.
 type rowsQuerier interface {
@@ -254,14 +243,11 @@ func syncedOf(now []*hostEntry) map[string]*syncedEntry {
 	return m
 }
 
-// saveSynced replaces the sync state of a workspace with the given entries.
+// saveSynced makes the given entries the sync state of a workspace (a
+// pull's record), comparing with the rows stored now, read in this
+// transaction: it writes the rows that differ and deletes those of
+// directories no longer synced.
 func (tx *Tx) saveSynced(workspace string, now []*hostEntry) error {
-	return tx.putSynced(workspace, syncedOf(now))
-}
-
-// putSynced makes m the sync state of a workspace, writing only the rows of
-// directories whose entries changed.
-func (tx *Tx) putSynced(workspace string, m map[string]*syncedEntry) error {
 	stored := map[string][]byte{}
 	err := eachSyncRow(tx, workspace, func(dir string, data []byte) error {
 		stored[dir] = bytes.Clone(data)
@@ -270,13 +256,7 @@ func (tx *Tx) putSynced(workspace string, m map[string]*syncedEntry) error {
 	if err != nil {
 		return err
 	}
-	return tx.writeSyncRows(workspace, syncRows(m), stored)
-}
-
-// writeSyncRows makes rows the stored rows of a workspace, given what is
-// stored now (read in this transaction): it writes the rows that differ
-// and deletes those of directories no longer synced.
-func (tx *Tx) writeSyncRows(workspace string, rows, stored map[string][]byte) error {
+	rows := syncRows(syncedOf(now))
 	for dir, data := range rows {
 		if old, ok := stored[dir]; ok && bytes.Equal(old, data) {
 			continue

@@ -255,18 +255,6 @@ func TestPushReusedTreesMatchFullBuild(t *testing.T) {
 	writeFiles(t, ws, map[string]string{"a.txt": "a", "d/b.txt": "b", "d/e/c.txt": "c", "d/x/y.txt": "y",
 		"d/x/deep/z.txt": "z", "f/g.txt": "g", "h/i/j/k.txt": "k"})
 	first := push(t, r, ws, "first")
-	wsTree := func(r *Repo, commit objects.ID) objects.ID {
-		t.Helper()
-		c, err := r.LoadCommit(commit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, ok, err := r.Lookup(c.Tree, []string{"ws"})
-		if err != nil || !ok {
-			t.Fatalf("no workspace in %s: %v", commit.Short(), err)
-		}
-		return e.ID
-	}
 	treeOf := func(rel string) objects.ID {
 		t.Helper()
 		m, err := r.loadSynced(ws)
@@ -338,19 +326,24 @@ func TestPushReusedTreesMatchFullBuild(t *testing.T) {
 		if res.TreesBuilt != s.built {
 			t.Errorf("%s: %d trees built, want %d", s.name, res.TreesBuilt, s.built)
 		}
-		fresh := newTestRepo(t)
-		full := push(t, fresh, ws, "full")
-		if got, want := wsTree(r, res.Commit), wsTree(fresh, full.Commit); got != want {
-			t.Fatalf("%s: incremental push built tree %s, a full push %s", s.name, got.Short(), want.Short())
-		}
+		pushMatchesFull(t, s.name, r, ws, res)
 		checkDirIDs(t, r, ws, res.Commit)
-		if p := fsckProblems(t, r); p != "" {
-			t.Fatalf("%s: fsck: %s", s.name, p)
-		}
 		// The full push must not have left its sync state in r.
 		if _, err := os.Stat(filepath.Join(ws, ".art")); err == nil {
 			t.Fatalf("%s: .art appeared in the workspace", s.name)
 		}
+	}
+}
+
+// pushUnreachable pushes ws on a branch it then deletes: the sync state
+// names content no commit reaches, which the next gc frees.
+func pushUnreachable(t *testing.T, r *Repo, ws string) {
+	t.Helper()
+	if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "tmp", Message: "tmp"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.DeleteBranch("tmp"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -371,12 +364,7 @@ func TestPushRacingGC(t *testing.T) {
 			r := newTestRepo(t)
 			ws := newWorkspace(t, "ws")
 			writeFiles(t, ws, map[string]string{"f.txt": "only on tmp", "d/g.txt": "g"})
-			if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "tmp", Message: "tmp"}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := r.DeleteBranch("tmp"); err != nil {
-				t.Fatal(err)
-			}
+			pushUnreachable(t, r, ws)
 			runs := 0
 			o := PushOptions{Dir: ws, Branch: "main", Message: "main", beforeBegin: func() {
 				if runs < tc.gcRuns {
@@ -505,11 +493,12 @@ func (r *Repo) loadSynced(workspace string) (map[string]*syncedEntry, error) {
 	return loadSyncedFrom(r.DB, workspace)
 }
 
-// pushMatchesFull fails unless the workspace tree of res is the one a
-// fresh repository's full push of ws builds.
-func pushMatchesFull(t *testing.T, r *Repo, ws string, res *PushResult) {
+// pushMatchesFull fails (saying what) unless the workspace tree of res is
+// the one a fresh repository's full push of ws builds, and r passes fsck.
+func pushMatchesFull(t *testing.T, what string, r *Repo, ws string, res *PushResult) {
 	t.Helper()
 	tree := func(r *Repo, commit objects.ID) objects.ID {
+		t.Helper()
 		c, err := r.LoadCommit(commit)
 		if err != nil {
 			t.Fatal(err)
@@ -523,10 +512,10 @@ func pushMatchesFull(t *testing.T, r *Repo, ws string, res *PushResult) {
 	fresh := newTestRepo(t)
 	full := push(t, fresh, ws, "full")
 	if got, want := tree(r, res.Commit), tree(fresh, full.Commit); got != want {
-		t.Fatalf("incremental push built %s, a full push %s", got.Short(), want.Short())
+		t.Fatalf("%s: incremental push built %s, a full push %s", what, got.Short(), want.Short())
 	}
 	if p := fsckProblems(t, r); p != "" {
-		t.Fatalf("fsck: %s", p)
+		t.Fatalf("%s: fsck: %s", what, p)
 	}
 }
 
@@ -566,7 +555,7 @@ func TestPushReuseRaces(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pushMatchesFull(t, r, ws, push(t, r, ws, "C: nothing changed"))
+			pushMatchesFull(t, "push C", r, ws, push(t, r, ws, "C: nothing changed"))
 		})
 	}
 }
@@ -583,7 +572,7 @@ func TestSyncStateDamagedParentRow(t *testing.T) {
 		if _, err := r.DB.Exec(`UPDATE synced_dirs SET data=x'00' WHERE workspace=? AND dir=?`, ws, dir); err != nil {
 			t.Fatal(err)
 		}
-		pushMatchesFull(t, r, ws, push(t, r, ws, "after damaging "+dir))
+		pushMatchesFull(t, "after damaging "+dir, r, ws, push(t, r, ws, "after damaging "+dir))
 	}
 }
 
@@ -594,12 +583,7 @@ func TestGCPrunesAroundDamagedRows(t *testing.T) {
 	r := newTestRepo(t)
 	ws := newWorkspace(t, "ws")
 	writeFiles(t, ws, map[string]string{"d/f": "only on tmp", "x/y": "y"})
-	if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "tmp", Message: "tmp"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.DeleteBranch("tmp"); err != nil {
-		t.Fatal(err)
-	}
+	pushUnreachable(t, r, ws)
 	if _, err := r.DB.Exec(`UPDATE synced_dirs SET data=x'00' WHERE workspace=? AND dir='x'`, ws); err != nil {
 		t.Fatal(err)
 	}
@@ -616,5 +600,5 @@ func TestGCPrunesAroundDamagedRows(t *testing.T) {
 	if res.Hashed != 2 {
 		t.Errorf("the push after gc read %d files, want 2", res.Hashed)
 	}
-	pushMatchesFull(t, r, ws, res)
+	pushMatchesFull(t, "push after gc", r, ws, res)
 }
