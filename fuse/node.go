@@ -254,7 +254,14 @@ func (n *Node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint3
 	// O_TRUNC arrives as a separate setattr: go-fuse does not negotiate
 	// FUSE_ATOMIC_O_TRUNC.
 	n.s.ofs.Opened(n.ino())
-	return &handle{s: n.s, ino: n.ino()}, gofuse.FOPEN_KEEP_CACHE, 0
+	openFlags := uint32(gofuse.FOPEN_KEEP_CACHE)
+	if !write {
+		// A read-only handle has nothing to store at close (writers' data
+		// is stored by their own close): the kernel skips the FLUSH round
+		// trip, one of the few requests reading a file costs.
+		openFlags |= gofuse.FOPEN_NOFLUSH
+	}
+	return &handle{s: n.s, ino: n.ino()}, openFlags, 0
 }
 
 // Unlink removes a name.

@@ -55,15 +55,18 @@ func TestFio(t *testing.T) {
 			"--rw=randwrite", "--ioengine=psync", "--verify=crc32c", "--randrepeat=1", "--randseed=1234",
 			"--verify_fatal=1", "--error_dump=1"}, extra...)
 	}
-	out := run(t, "", nil, "fio", job("--do_verify=1", "--fsync=256")...)
+	// fio saves its verify state in its working directory: a temporary
+	// one, not the package's source directory.
+	cwd := t.TempDir()
+	out := run(t, cwd, nil, "fio", job("--do_verify=1", "--fsync=256")...)
 	if strings.Contains(out, "verify:") && strings.Contains(out, "bad") {
 		t.Fatalf("fio reported verify errors:\n%s", tailOf(out, 4000))
 	}
 	t.Logf("fio:\n%s", tailOf(out, 1500))
 	m.Remount()
-	run(t, "", nil, "fio", job("--verify_only")...)
+	run(t, cwd, nil, "fio", job("--verify_only")...)
 	m.Commit("fio")
-	run(t, "", nil, "fio", job("--verify_only")...)
+	run(t, cwd, nil, "fio", job("--verify_only")...)
 }
 
 // TestGit: git init/add/commit of a few hundred files inside the mount,
