@@ -19,9 +19,13 @@ updates and deletes files, and restores modes, symlinks and times. Each file
 is written atomically (temporary file, then rename). pull never writes
 through a symlink or outside DIR.
 
-A host path that changed since the last push or pull is a conflict: nothing
-is changed, the conflicts are listed, and --force overrides. Host files the
-repository never held are left alone.`,
+A host path whose content, type or mode changed since the last push or pull
+is a conflict: nothing is changed, the conflicts are listed, and --force
+overrides. Host files the repository never held are left alone, and a
+directory holding such files is never replaced, even with --force. The
+repository's own files are never written. A path the host changes while the
+pull runs is left as the host has it, and the pull ends with an error naming
+it.`,
 		Example: `  art pull -m ~/src/app                   # the current branch
   art pull -m ~/src/app --commit attempt-2
   art pull -m /tmp/export --commit 1a2b3c4d`,

@@ -468,7 +468,13 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*gofuse.Server, error) {
 		defer func() { go s.lat.report(o.Log) }()
 	}
 	root := &Node{s: s}
-	timeout := time.Second
+	// Every change to this filesystem arrives through this mount (the
+	// worktree is private to it and art never changes it behind the
+	// kernel's back), and the kernel invalidates what its own requests
+	// change: entries and attributes stay valid until then. With a short
+	// timeout every stat after it costs a round trip: stat of 11.5k files
+	// a second apart took 2.2 s instead of 0.08 s.
+	timeout := time.Hour
 	opts := &fs.Options{
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,

@@ -168,6 +168,18 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 		_, present := chunkSize[id]
 		return present
 	}
+	fileSize := map[objects.ID]int64{}
+	for _, f := range files {
+		fileSize[f.id] = f.size
+	}
+	// contentSize is the size of stored content (a multi-chunk file or a
+	// single chunk).
+	contentSize := func(id objects.ID) int64 {
+		if sz, ok := fileSize[id]; ok {
+			return sz
+		}
+		return chunkSize[id]
+	}
 
 	say("checking trees")
 	treeOK := map[objects.ID]bool{}
@@ -208,6 +220,8 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 			case objects.TypeFile:
 				if !hasFile(e.ID) {
 					bad("tree", id.String(), "entry %q: content %s missing or damaged", e.Name, e.ID)
+				} else if sz := contentSize(e.ID); sz != int64(e.Size) {
+					bad("tree", id.String(), "entry %q: size %d, its content %s holds %d bytes", e.Name, e.Size, e.ID.Short(), sz)
 				}
 			}
 		}

@@ -291,3 +291,28 @@ func TestGCFreesCommitAWorkspaceLastSynced(t *testing.T) {
 		t.Fatal(p)
 	}
 }
+
+// A tree entry whose size disagrees with its content (what a pull that
+// recorded a raced edit once led a push to store) is a problem fsck names.
+func TestFsckChecksEntrySizes(t *testing.T) {
+	r := newTestRepo(t)
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := tx.PutChunk([]byte("abc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tid, err := tx.PutTree(&objects.Tree{Entries: []objects.Entry{{Name: "f", Type: objects.TypeFile, Mode: 0o644, ID: id, Size: 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	p := fsckProblems(t, r)
+	if !strings.Contains(p, tid.String()) || !strings.Contains(p, `entry "f": size 10, its content `+id.Short()+` holds 3 bytes`) {
+		t.Fatalf("fsck problems:\n%s", p)
+	}
+}

@@ -26,6 +26,7 @@ type PullOptions struct {
 	Force  bool       // overwrite host changes instead of refusing
 	Report func(line string)
 
+	afterPlan    func() // tests: runs between planning and writing the host
 	beforeRecord func() // tests: runs between writing the host and recording the sync state
 }
 
@@ -51,6 +52,11 @@ type pullNode struct {
 	host   *hostEntry
 	op     pullOp
 	kids   []*pullNode
+	// wrote is the stat of what write created (files, links, fifos),
+	// taken before it was renamed into place; raced is set when the host
+	// changed the entry while the pull ran, which then leaves it alone.
+	wrote *unix.Stat_t
+	raced bool
 }
 
 type puller struct {
@@ -59,6 +65,8 @@ type puller struct {
 	sc        *scanner
 	host      map[string]*hostEntry
 	conflicts []string
+	blockers  []string // what even --force cannot override
+	raced     []string // entries the host changed while the pull ran
 	res       PullResult
 	report    func(string)
 	ws        string       // workspace name, for reported paths
@@ -140,10 +148,24 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if err := p.plan(root); err != nil {
 		return nil, err
 	}
+	if len(p.blockers) > 0 {
+		sort.Strings(p.blockers)
+		return &PullResult{Conflicts: p.blockers}, fmt.Errorf("%w: nothing was changed; these paths cannot be replaced:\n  %s\n(move them out of %s, then pull again)",
+			ErrConflict, strings.Join(p.blockers, "\n  "), dir)
+	}
 	if len(p.conflicts) > 0 && !o.Force {
 		sort.Strings(p.conflicts)
 		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: %d path(s) changed on the host since the last push/pull:\n  %s\n(push them first with 'art push', or overwrite them with --force)",
 			ErrConflict, len(p.conflicts), strings.Join(p.conflicts, "\n  "))
+	}
+	if o.afterPlan != nil {
+		o.afterPlan()
+	}
+	// The pull ends by recording the sync state: a repository that cannot
+	// take it (read-only, locked) must fail the pull before the host is
+	// touched, not after.
+	if err := r.probeWrite(); err != nil {
+		return nil, fmt.Errorf("pull: nothing was changed: the repository %s cannot record a pull: %w", r.Path, err)
 	}
 	dfd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -154,12 +176,12 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pull into %s: %w", dir, err)
 	}
+	if o.beforeRecord != nil {
+		o.beforeRecord()
+	}
 	// Record what the host now holds of the repository.
 	if err := p.recordSynced(root); err != nil {
 		return nil, err
-	}
-	if o.beforeRecord != nil {
-		o.beforeRecord()
 	}
 	tx, err := r.Begin()
 	if err != nil {
@@ -194,7 +216,25 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 		return nil, fmt.Errorf("pull: record sync state: %w", err)
 	}
 	p.res.Conflicts = p.conflicts
+	if len(p.raced) > 0 {
+		sort.Strings(p.raced)
+		return &p.res, fmt.Errorf("%w: %d path(s) changed on the host while the pull ran and were left as the host has them:\n  %s\n(the rest was pulled; pull again to bring them up to date)",
+			ErrConflict, len(p.raced), strings.Join(p.raced, "\n  "))
+	}
 	return &p.res, nil
+}
+
+// probeWrite checks that the repository takes a write (not read-only, not
+// locked past the busy timeout) without changing it: BEGIN alone succeeds
+// on a read-only file, a write statement does not.
+func (r *Repo) probeWrite() error {
+	tx, err := r.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	_, err = tx.Exec(`UPDATE meta SET value=value WHERE key='schema_version'`)
+	return err
 }
 
 func (r *Repo) workspaceNames(root objects.ID) string {
@@ -232,7 +272,7 @@ func (p *puller) hostID(h *hostEntry) (objects.ID, error) {
 // last push or pull recorded for it.
 func (p *puller) unchangedSinceSync(h *hostEntry) (bool, error) {
 	s := h.old
-	if s == nil || s.typ != h.typ {
+	if s == nil || s.typ != h.typ || h.typ != objects.TypeDir && s.mode != h.mode {
 		return false, nil
 	}
 	switch h.typ {
@@ -280,6 +320,12 @@ func (p *puller) plan(n *pullNode) error {
 		if p.sc.excluded(rel, e.Type == objects.TypeDir) {
 			continue // never written: the host's own .art and ignored paths
 		}
+		if p.sc.isRepoPath(filepath.Join(p.dir, filepath.FromSlash(rel))) {
+			// A stored entry named like the repository (another host's
+			// workspace, or an agent's file) never replaces it.
+			p.say("SKIP /" + rel + " (the repository's own file is never written)")
+			continue
+		}
 		kid := &pullNode{name: e.Name, rel: rel, stored: e}
 		if n.host != nil && n.host.typ == objects.TypeDir {
 			kid.host = p.host[rel]
@@ -298,6 +344,9 @@ func (p *puller) plan(n *pullNode) error {
 			}
 			if same {
 				kid.op = opKeep
+				if h.typ != objects.TypeDir && h.mode != e.Mode && h.old != nil && h.old.mode != h.mode {
+					p.conflict(rel, "mode changed on the host")
+				}
 				break
 			}
 			kid.op = opWrite
@@ -306,8 +355,12 @@ func (p *puller) plan(n *pullNode) error {
 				if err := p.planRemoval(kid); err != nil {
 					return err
 				}
-				if len(kid.kids) > 0 && p.hasKept(kid) {
-					p.conflict(rel, "a directory on the host holds content the repository does not have")
+				abs := filepath.Join(p.dir, filepath.FromSlash(rel))
+				switch {
+				case p.sc.holdsRepo(abs):
+					p.blockers = append(p.blockers, rel+" (a directory holding the repository; the commit has a "+e.Type.String()+" there)")
+				case len(kid.kids) > 0 && p.hasKept(kid):
+					p.blockers = append(p.blockers, rel+" (a directory holding files the repository never had; the commit has a "+e.Type.String()+" there)")
 				}
 				continue
 			}
@@ -351,7 +404,7 @@ func (p *puller) planRemoval(n *pullNode) error {
 		n.op = opDelete
 	}
 	if h.typ == objects.TypeDir {
-		if h.old == nil && n.op != opWrite {
+		if (h.old == nil || h.old.typ != objects.TypeDir) && n.op != opWrite {
 			n.op = opLeave // a directory the repository never held
 			return nil
 		}
@@ -542,11 +595,16 @@ func (p *puller) write(dfd int, n *pullNode) error {
 			ts := unix.NsecToTimespec(e.MTime)
 			err = unix.UtimesNanoAt(dfd, tmp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 		}
+		var st unix.Stat_t
+		if err == nil {
+			err = unix.Fstat(fd, &st)
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		if err == nil {
-			err = unix.Renameat(dfd, tmp, dfd, n.name)
+			n.wrote = &st
+			err = p.install(dfd, tmp, n)
 		}
 		if err != nil {
 			unix.Unlinkat(dfd, tmp, 0)
@@ -558,7 +616,7 @@ func (p *puller) write(dfd int, n *pullNode) error {
 		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
 			unix.UtimesNanoAt(dfd, tmp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
-			if err = unix.Renameat(dfd, tmp, dfd, n.name); err != nil {
+			if err = p.installStat(dfd, tmp, n); err != nil {
 				unix.Unlinkat(dfd, tmp, 0)
 			}
 		}
@@ -569,10 +627,14 @@ func (p *puller) write(dfd int, n *pullNode) error {
 		p.say("FIFO /" + n.rel)
 		tmp, err := createTemp(func(name string) error { return unix.Mkfifoat(dfd, name, e.Mode) })
 		if err == nil {
-			unix.Fchmodat(dfd, tmp, e.Mode, 0)
+			// mkfifoat applied the umask; a fifo (unlike a file) can be
+			// changed through an O_PATH descriptor without opening it.
+			err = chmodNoFollow(dfd, tmp, objects.TypeFifo, e.Mode)
+		}
+		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
 			unix.UtimesNanoAt(dfd, tmp, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
-			if err = unix.Renameat(dfd, tmp, dfd, n.name); err != nil {
+			if err = p.installStat(dfd, tmp, n); err != nil {
 				unix.Unlinkat(dfd, tmp, 0)
 			}
 		}
@@ -581,6 +643,113 @@ func (p *puller) write(dfd int, n *pullNode) error {
 		}
 	}
 	return nil
+}
+
+// errRaced stops the installation of one entry whose name the host changed
+// while the pull ran.
+var errRaced = errors.New("changed on the host while the pull ran")
+
+// installStat records the stat of the temporary tmp, then installs it.
+func (p *puller) installStat(dfd int, tmp string, n *pullNode) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, tmp, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	n.wrote = &st
+	return p.install(dfd, tmp, n)
+}
+
+// install renames the temporary tmp to n's name, unless the host changed
+// that name since the scan: a name the scan found free is only taken if
+// still free (RENAME_NOREPLACE), and an entry being replaced must still be
+// the one the scan saw. A raced entry is left as the host has it, the
+// temporary removed, and the pull reports it at the end.
+func (p *puller) install(dfd int, tmp string, n *pullNode) error {
+	var err error
+	if n.host == nil || n.host.typ == objects.TypeDir {
+		err = unix.Renameat2(dfd, tmp, dfd, n.name, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			// A filesystem without RENAME_NOREPLACE: check, then rename.
+			var st unix.Stat_t
+			if err = unix.Fstatat(dfd, n.name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+				err = unix.EEXIST
+			} else if errors.Is(err, unix.ENOENT) {
+				err = unix.Renameat(dfd, tmp, dfd, n.name)
+			}
+		}
+		if errors.Is(err, unix.EEXIST) {
+			err = errRaced
+		}
+	} else {
+		var st unix.Stat_t
+		if serr := unix.Fstatat(dfd, n.name, &st, unix.AT_SYMLINK_NOFOLLOW); serr != nil || !sameHostStat(n.host, &st) {
+			err = errRaced
+		} else {
+			err = unix.Renameat(dfd, tmp, dfd, n.name)
+		}
+	}
+	if errors.Is(err, errRaced) {
+		unix.Unlinkat(dfd, tmp, 0)
+		p.race(n)
+		return nil
+	}
+	return err
+}
+
+func (p *puller) race(n *pullNode) {
+	n.raced = true
+	p.raced = append(p.raced, n.rel)
+}
+
+// statType is the entry type of a stat mode (0 for sockets and devices).
+func statType(mode uint32) objects.Type {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return objects.TypeFile
+	case unix.S_IFDIR:
+		return objects.TypeDir
+	case unix.S_IFLNK:
+		return objects.TypeSymlink
+	case unix.S_IFIFO:
+		return objects.TypeFifo
+	}
+	return 0
+}
+
+// sameHostStat reports whether st is still the entry the scan saw.
+func sameHostStat(h *hostEntry, st *unix.Stat_t) bool {
+	return statType(st.Mode) == h.typ && st.Ino == h.ino && st.Mtim.Nano() == h.mtime && st.Ctim.Nano() == h.ctime &&
+		(h.typ != objects.TypeFile || st.Size == h.size)
+}
+
+// chmodNoFollow changes the mode of name in dfd if it is an entry of type
+// typ, never a symbolic link's target: the entry is opened with
+// O_PATH|O_NOFOLLOW, checked, and changed through that descriptor.
+func chmodNoFollow(dfd int, name string, typ objects.Type, mode uint32) error {
+	fd, err := unix.Openat(dfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if statType(st.Mode) != typ {
+		return errRaced
+	}
+	return chmodFD(fd, mode)
+}
+
+// chmodFD changes the mode of what an O_PATH descriptor refers to:
+// fchmodat2 with AT_EMPTY_PATH (Linux 6.6), else through /proc/self/fd,
+// which reaches the same inode.
+func chmodFD(fd int, mode uint32) error {
+	err := unix.Fchmodat(fd, "", mode, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EBADF) {
+		err = unix.Chmod(fmt.Sprintf("/proc/self/fd/%d", fd), mode)
+	}
+	return err
 }
 
 func (p *puller) writeContent(f *os.File, e *objects.Entry) error {
@@ -615,10 +784,36 @@ func (p *puller) refresh(dfd int, n *pullNode) error {
 		if n.host != nil && n.host.mode == e.Mode && n.host.mtime == e.MTime {
 			return nil
 		}
-		if err := unix.Fchmodat(dfd, n.name, e.Mode, 0); err != nil {
+		// The entry must still be what the scan saw (and never a link
+		// swapped in since, whose target a chmod would change).
+		fd, err := unix.Openat(dfd, n.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			p.race(n)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("open %s: %w", n.rel, err)
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("stat %s: %w", n.rel, err)
+		}
+		if n.host == nil || !sameHostStat(n.host, &st) {
+			p.race(n)
+			return nil
+		}
+		if err := chmodFD(fd, e.Mode); err != nil {
 			return fmt.Errorf("chmod %s: %w", n.rel, err)
 		}
-		return unix.UtimesNanoAt(dfd, n.name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+		if err := unix.UtimesNanoAt(dfd, n.name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			return fmt.Errorf("set times of %s: %w", n.rel, err)
+		}
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("stat %s: %w", n.rel, err)
+		}
+		n.wrote = &st
+		return nil
 	case objects.TypeSymlink:
 		return unix.UtimesNanoAt(dfd, n.name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
 	}
@@ -633,10 +828,22 @@ func (p *puller) recordSynced(root *pullNode) error {
 			if k.stored == nil {
 				continue
 			}
+			if k.raced {
+				continue // not recorded: the next push or pull looks again
+			}
 			var st unix.Stat_t
 			abs := filepath.Join(p.dir, filepath.FromSlash(k.rel))
-			if err := unix.Lstat(abs, &st); err != nil {
+			if err := unix.Lstat(abs, &st); errors.Is(err, unix.ENOENT) && k.stored.Type != objects.TypeDir {
+				p.race(k)
+				continue
+			} else if err != nil {
 				return fmt.Errorf("pull: stat %s: %w", abs, err)
+			}
+			if !p.holdsStored(k, &st) {
+				// Changed since the pull wrote or checked it: the stat
+				// must not vouch for the stored content.
+				p.race(k)
+				continue
 			}
 			h := &hostEntry{rel: k.rel, typ: k.stored.Type, mode: st.Mode & objects.PermMask, mtime: st.Mtim.Nano(),
 				ctime: st.Ctim.Nano(), ino: st.Ino, target: k.stored.Target, id: k.stored.ID}
@@ -653,6 +860,29 @@ func (p *puller) recordSynced(root *pullNode) error {
 		return nil
 	}
 	return walk(root)
+}
+
+// holdsStored reports whether st, taken after the pull, is the entry the
+// pull wrote or refreshed for k, or, for one it left untouched, the entry
+// the scan saw.
+func (p *puller) holdsStored(k *pullNode, st *unix.Stat_t) bool {
+	e := k.stored
+	if statType(st.Mode) != e.Type {
+		return false
+	}
+	if e.Type == objects.TypeDir {
+		return true
+	}
+	switch {
+	case k.wrote != nil:
+		w := k.wrote
+		return st.Ino == w.Ino && st.Size == w.Size && st.Mtim == w.Mtim && st.Mode == w.Mode
+	case k.op == opKeep && k.host != nil && e.Type == objects.TypeSymlink:
+		return st.Ino == k.host.ino // a link's target changes only with a new inode
+	case k.op == opKeep && k.host != nil:
+		return sameHostStat(k.host, st)
+	}
+	return false
 }
 
 // keepStored returns the entries whose content the repository still

@@ -140,6 +140,24 @@ func (s *scanner) isRepoFile(dirAbs, name string, st *syscall.Stat_t) bool {
 	return s.skipPath[abs] || strings.HasPrefix(abs, s.repoPath+"-wt") && strings.HasSuffix(abs, ".journal")
 }
 
+// isRepoPath reports whether abs is the repository or one of its
+// companions, by name or (if it exists) by identity.
+func (s *scanner) isRepoPath(abs string) bool {
+	if s.repoPath == "" {
+		return false
+	}
+	if s.skipPath[abs] || strings.HasPrefix(abs, s.repoPath+"-wt") && strings.HasSuffix(abs, ".journal") {
+		return true
+	}
+	var st syscall.Stat_t
+	return syscall.Lstat(abs, &st) == nil && s.skipIno[[2]uint64{uint64(st.Dev), st.Ino}]
+}
+
+// holdsRepo reports whether the directory abs contains the repository.
+func (s *scanner) holdsRepo(abs string) bool {
+	return s.repoPath != "" && strings.HasPrefix(s.repoPath, abs+"/")
+}
+
 func entryFromStat(rel string, st *syscall.Stat_t) (*hostEntry, bool) {
 	e := &hostEntry{
 		rel:   rel,

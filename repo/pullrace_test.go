@@ -1,0 +1,292 @@
+package repo
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Regression: a stored entry named like the repository file (another
+// host's workspace of the same name pushed it) was renamed over the live
+// database, which every later command then refused.
+func TestPullNeverWritesRepository(t *testing.T) {
+	ws := newWorkspace(t, "ws")
+	r, err := Init(filepath.Join(ws, "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	writeFiles(t, ws, map[string]string{"f": "mine\n"})
+	push(t, r, ws, "a")
+	twin := newWorkspace(t, "ws")
+	writeFiles(t, twin, map[string]string{"f": "twin\n", "r.db": "JUNK", "r.db-wal": "JUNK", "r.db-wt7.journal": "JUNK"})
+	v2 := push(t, r, twin, "twin").Commit
+
+	var lines []string
+	res, err := r.Pull(PullOptions{Dir: ws, Commit: v2, Force: true, Report: func(l string) { lines = append(lines, l) }})
+	if err != nil {
+		t.Fatalf("pull: %v", err)
+	}
+	if res.Updated != 1 {
+		t.Errorf("pull %+v, want f updated", res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "f")); string(b) != "twin\n" {
+		t.Errorf("f = %q", b)
+	}
+	for _, name := range []string{"r.db", "r.db-wal"} {
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "SKIP /ws/"+name+" ") }) {
+			t.Errorf("no SKIP line for %s in %q", name, lines)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "r.db-wt7.journal")); err == nil {
+		t.Error("a worktree journal name was written")
+	}
+	r2 := reopen(t, r)
+	if _, err := r2.Resolve("HEAD"); err != nil {
+		t.Fatalf("the repository is damaged after the pull: %v", err)
+	}
+	if res, err := r2.Fsck(nil); err != nil || len(res.Problems) > 0 {
+		t.Fatalf("fsck: %v %v", res, err)
+	}
+}
+
+// The host changing entries while a pull runs (after its plan): the pull
+// never overwrites, chmods or records what it did not check, and says so.
+func TestPullRacingHostChanges(t *testing.T) {
+	cases := []struct {
+		name   string
+		change func(t *testing.T, ws, outside string)
+		path   string // reported as raced
+		check  func(t *testing.T, ws, outside string)
+	}{
+		{
+			name:   "edit of a file the pull replaces",
+			change: func(t *testing.T, ws, _ string) { writeFiles(t, ws, map[string]string{"b": "user edit\n"}) },
+			path:   "b",
+			check: func(t *testing.T, ws, _ string) {
+				if got := readString(t, filepath.Join(ws, "b")); got != "user edit\n" {
+					t.Errorf("b = %q, the user's edit was overwritten", got)
+				}
+			},
+		},
+		{
+			name:   "file created where the pull creates one",
+			change: func(t *testing.T, ws, _ string) { writeFiles(t, ws, map[string]string{"new": "user's own\n"}) },
+			path:   "new",
+			check: func(t *testing.T, ws, _ string) {
+				if got := readString(t, filepath.Join(ws, "new")); got != "user's own\n" {
+					t.Errorf("new = %q, the user's file was overwritten", got)
+				}
+			},
+		},
+		{
+			name: "link to an outside file swapped in for one whose mode the pull restores",
+			change: func(t *testing.T, ws, outside string) {
+				os.Remove(filepath.Join(ws, "z"))
+				if err := os.Symlink(outside, filepath.Join(ws, "z")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			path: "z",
+			check: func(t *testing.T, ws, outside string) {
+				st, err := os.Stat(outside)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Mode().Perm() != 0o600 {
+					t.Errorf("the pull changed the mode of a file outside the workspace to %o", st.Mode().Perm())
+				}
+			},
+		},
+		{
+			name:   "edit of a file the pull keeps",
+			change: func(t *testing.T, ws, _ string) { writeFiles(t, ws, map[string]string{"a": "user edit\n"}) },
+			path:   "a", // left alone, and never recorded as synced
+			check: func(t *testing.T, ws, _ string) {
+				if got := readString(t, filepath.Join(ws, "a")); got != "user edit\n" {
+					t.Errorf("a = %q", got)
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			outside := filepath.Join(t.TempDir(), "outside")
+			if err := os.WriteFile(outside, []byte("precious\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b1\n", "z": "z\n"})
+			v1 := push(t, r, ws, "v1").Commit
+			writeFiles(t, ws, map[string]string{"b": "b2\n", "new": "new\n"})
+			os.Chmod(filepath.Join(ws, "z"), 0o755)
+			v2 := push(t, r, ws, "v2").Commit
+			pull(t, r, ws, v1)
+
+			res, err := r.Pull(PullOptions{Dir: ws, Commit: v2, afterPlan: func() { c.change(t, ws, outside) }})
+			mustFail(t, err, ErrConflict)
+			if !strings.Contains(err.Error(), "while the pull ran") || !strings.Contains(err.Error(), "\n  "+c.path+"\n") {
+				t.Errorf("error does not name %s: %v", c.path, err)
+			}
+			if res == nil {
+				t.Fatal("no result for a partly done pull")
+			}
+			c.check(t, ws, outside)
+			// Whatever raced is not vouched for by the sync state: the
+			// host's version shows as changed, and a push reads it.
+			d, err := r.HostDrift(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.path
+			if !slices.Contains(d.Modified, want) && !slices.Contains(d.Added, want) {
+				t.Errorf("drift %+v does not show %s", d, want)
+			}
+			res2 := push(t, r, ws, "after")
+			pushMatchesFull(t, c.name, r, ws, res2)
+		})
+	}
+}
+
+// Regression: a pull recorded each path's stat as found after the whole
+// pull, with the stored content id: an edit made after the pull wrote a
+// file was recorded as synced, the next push stored the old content under
+// the new size, and the next pull overwrote the edit without a conflict.
+func TestPullRecordsOnlyWhatItWrote(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "v1\n"})
+	v1 := push(t, r, ws, "v1").Commit
+	writeFiles(t, ws, map[string]string{"a": "version 2\n"})
+	v2 := push(t, r, ws, "v2").Commit
+	pull(t, r, ws, v1)
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: v2, beforeRecord: func() {
+		writeFiles(t, ws, map[string]string{"a": "USER EDIT\n"})
+	}}); err == nil || !strings.Contains(err.Error(), "while the pull ran") {
+		t.Fatalf("pull: %v, want the edit reported", err)
+	}
+	res := push(t, r, ws, "edit")
+	pushMatchesFull(t, "after the raced pull", r, ws, res)
+	if got := wsEntries(t, r, res.Commit, "ws")["a"]; got != "file 644 10 " {
+		t.Errorf("pushed a = %q", got)
+	}
+	_, err := r.Pull(PullOptions{Dir: ws, Commit: v1})
+	if err != nil {
+		t.Fatalf("pull v1 after pushing the edit: %v", err)
+	}
+}
+
+// A mode changed on the host since the last sync is a change like any
+// other: a pull that would undo it conflicts.
+func TestPullModeChangeConflicts(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"m": "same\n", "n": "n1\n"})
+	v1 := push(t, r, ws, "v1").Commit
+	writeFiles(t, ws, map[string]string{"n": "n2\n"})
+	push(t, r, ws, "v2")
+	for _, p := range []string{"m", "n"} {
+		os.Chmod(filepath.Join(ws, p), 0o755)
+	}
+	before := snapshot(t, ws)
+	_, err := r.Pull(PullOptions{Dir: ws, Commit: v1})
+	mustFail(t, err, ErrConflict)
+	for _, want := range []string{"m (mode changed on the host)", "n (changed on the host)"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("conflict message lacks %q: %v", want, err)
+		}
+	}
+	if d := diffMaps(before, snapshot(t, ws)); d != "" {
+		t.Fatalf("a refused pull changed the host:\n%s", d)
+	}
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: v1, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(filepath.Join(ws, "m")); st.Mode().Perm() != 0o644 {
+		t.Errorf("forced pull left m at %o", st.Mode().Perm())
+	}
+}
+
+// Regression: --force could not replace a directory holding files the
+// repository never had, and failed after deleting other files. Such a
+// directory now stops the pull before anything changes, forced or not.
+func TestPullRefusesToReplaceDirectoryWithHostFiles(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"x": "1\n"})
+	v1 := push(t, r, ws, "v1").Commit
+	os.Remove(filepath.Join(ws, "x"))
+	writeFiles(t, ws, map[string]string{"x/inner": "2\n", "y": "keep\n"})
+	push(t, r, ws, "v2")
+	writeFiles(t, ws, map[string]string{"x/hostonly": "mine\n"})
+	before := snapshot(t, ws)
+	for _, force := range []bool{false, true} {
+		_, err := r.Pull(PullOptions{Dir: ws, Commit: v1, Force: force})
+		mustFail(t, err, ErrConflict)
+		if !strings.Contains(err.Error(), "x (a directory holding files the repository never had") || !strings.Contains(err.Error(), "move them out") {
+			t.Errorf("force=%v: message %v", force, err)
+		}
+		if d := diffMaps(before, snapshot(t, ws)); d != "" {
+			t.Fatalf("force=%v: a refused pull changed the host:\n%s", force, d)
+		}
+	}
+	os.Rename(filepath.Join(ws, "x/hostonly"), filepath.Join(t.TempDir(), "saved"))
+	pull(t, r, ws, v1)
+	if got := readString(t, filepath.Join(ws, "x")); got != "1\n" {
+		t.Errorf("x = %q", got)
+	}
+}
+
+// A repository that cannot record the pull (here: on a read-only mount)
+// fails it before the host is touched.
+func TestPullOnReadOnlyRepositoryChangesNothing(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a read-only bind mount")
+	}
+	dir := t.TempDir()
+	r, err := Init(filepath.Join(dir, "art.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"f": "1\n", "g": "g\n"})
+	v1 := push(t, r, ws, "v1").Commit
+	writeFiles(t, ws, map[string]string{"f": "2\n"})
+	os.Remove(filepath.Join(ws, "g"))
+	push(t, r, ws, "v2")
+	r.Close()
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Skipf("cannot bind-mount %s: %v", dir, err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		t.Fatalf("remount read-only: %v", err)
+	}
+	ro, err := Open(filepath.Join(dir, "art.db"))
+	if err != nil {
+		t.Fatalf("open on a read-only mount: %v", err)
+	}
+	defer ro.Close()
+	before := snapshot(t, ws)
+	_, err = ro.Pull(PullOptions{Dir: ws, Commit: v1})
+	if err == nil || !strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("pull into a read-only repository: %v", err)
+	}
+	if d := diffMaps(before, snapshot(t, ws)); d != "" {
+		t.Fatalf("the failed pull changed the host:\n%s", d)
+	}
+}
+
+func readString(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
