@@ -108,28 +108,30 @@ subtrees are skipped by id without being read.`,
 }
 
 func printPatches(g *globals, r *repo.Repo, changes []repo.Change, pal palette) error {
-	for _, ch := range changes {
-		p, err := r.MakePatch(ch)
-		if err != nil {
-			return fmt.Errorf("diff %s: %w", ch.Path, err)
-		}
-		for _, h := range p.Header {
-			fmt.Fprintln(g.stdout, pal.bold(h))
-		}
-		for _, h := range p.Hunks {
-			for _, l := range strings.SplitAfter(h, "\n") {
-				if l == "" {
-					continue
-				}
-				switch l[0] {
-				case '@':
-					fmt.Fprint(g.stdout, pal.cyan(strings.TrimSuffix(l, "\n"))+"\n")
-				case '+':
-					fmt.Fprint(g.stdout, pal.green(strings.TrimSuffix(l, "\n"))+"\n")
-				case '-':
-					fmt.Fprint(g.stdout, pal.red(strings.TrimSuffix(l, "\n"))+"\n")
-				default:
-					fmt.Fprint(g.stdout, l)
+	for _, change := range changes {
+		for _, ch := range change.Sides() {
+			p, err := r.MakePatch(ch)
+			if err != nil {
+				return fmt.Errorf("diff %s: %w", ch.Path, err)
+			}
+			for _, h := range p.Header {
+				fmt.Fprintln(g.stdout, pal.bold(h))
+			}
+			for _, h := range p.Hunks {
+				for _, l := range strings.SplitAfter(h, "\n") {
+					if l == "" {
+						continue
+					}
+					switch l[0] {
+					case '@':
+						fmt.Fprint(g.stdout, pal.cyan(strings.TrimSuffix(l, "\n"))+"\n")
+					case '+':
+						fmt.Fprint(g.stdout, pal.green(strings.TrimSuffix(l, "\n"))+"\n")
+					case '-':
+						fmt.Fprint(g.stdout, pal.red(strings.TrimSuffix(l, "\n"))+"\n")
+					default:
+						fmt.Fprint(g.stdout, l)
+					}
 				}
 			}
 		}
@@ -148,11 +150,17 @@ type statJSON struct {
 func statsOf(r *repo.Repo, changes []repo.Change) ([]statJSON, error) {
 	out := []statJSON{}
 	for _, ch := range changes {
-		p, err := r.MakePatch(ch)
-		if err != nil {
-			return nil, fmt.Errorf("diff %s: %w", ch.Path, err)
+		st := statJSON{Path: ch.Path, Status: ch.Status()}
+		for _, side := range ch.Sides() {
+			p, err := r.MakePatch(side)
+			if err != nil {
+				return nil, fmt.Errorf("diff %s: %w", ch.Path, err)
+			}
+			st.Added += p.Stat.Added
+			st.Deleted += p.Stat.Deleted
+			st.Binary = st.Binary || p.Binary
 		}
-		out = append(out, statJSON{Path: ch.Path, Status: ch.Status(), Added: p.Stat.Added, Deleted: p.Stat.Deleted, Binary: p.Binary})
+		out = append(out, st)
 	}
 	return out, nil
 }
@@ -186,6 +194,14 @@ func printStat(g *globals, r *repo.Repo, changes []repo.Change, pal palette) err
 		bar := pal.green(strings.Repeat("+", min(s.Added, 40))) + pal.red(strings.Repeat("-", min(s.Deleted, 40)))
 		fmt.Fprintf(g.stdout, " %-*s | %5d %s\n", width, s.Path, s.Added+s.Deleted, bar)
 	}
-	fmt.Fprintf(g.stdout, " %d files changed, %d insertions(+), %d deletions(-)\n", len(st), add, del)
+	fmt.Fprintf(g.stdout, " %s changed, %s, %s\n", plural(len(st), "file", "files"), plural(add, "insertion(+)", "insertions(+)"), plural(del, "deletion(-)", "deletions(-)"))
 	return nil
+}
+
+// plural is "1 file" or "n files".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

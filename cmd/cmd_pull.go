@@ -31,7 +31,7 @@ it.`,
   art pull -m /tmp/export --commit 1a2b3c4d`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			abs, err := repo.CheckPullTarget(dir)
+			abs, err := repo.CheckPullTarget(g.defaultWorkspace(c, dir))
 			if err != nil {
 				return err
 			}

@@ -30,7 +30,7 @@ FILE /ws/path (SIZE bytes, ID), DIR /ws/path or LINK /ws/path -> TARGET.`,
   art push -q`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			abs, err := repo.CheckWorkspaceDir(dir)
+			abs, err := repo.CheckWorkspaceDir(g.defaultWorkspace(c, dir))
 			if err != nil {
 				return err
 			}

@@ -101,6 +101,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		Long:    runLong,
 		Example: runExample,
 		RunE: func(c *cobra.Command, args []string) error {
+			o.dir = g.defaultWorkspace(c, o.dir)
 			return runMain(c.Context(), g, o, args)
 		},
 	}

@@ -5,8 +5,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/artproject/art/objects"
 	"github.com/artproject/art/repo"
 )
+
+// syncedCommit names the commit of the last push or pull; gc may have
+// removed it since (with the branch that held it).
+func syncedCommit(id objects.ID) string {
+	if id.IsZero() {
+		return "a commit gc has since removed"
+	}
+	return id.Short()
+}
 
 func newStatusCmd(g *globals) *cobra.Command {
 	var dir string
@@ -21,7 +31,7 @@ the worktrees of live or interrupted sessions.`,
   art status -m ~/src/app --json`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			abs, err := repo.CheckWorkspaceDir(dir)
+			abs, err := repo.CheckWorkspaceDir(g.defaultWorkspace(c, dir))
 			if err != nil {
 				return err
 			}
@@ -70,9 +80,9 @@ the worktrees of live or interrupted sessions.`,
 			if !drift.Synced {
 				fmt.Fprintf(g.stdout, "Workspace %s was never pushed or pulled (record it with 'art push -m %s').\n", abs, abs)
 			} else if drift.Clean() {
-				fmt.Fprintf(g.stdout, "Workspace %s matches the last push/pull (%s).\n", abs, drift.Commit.Short())
+				fmt.Fprintf(g.stdout, "Workspace %s matches the last push/pull (%s).\n", abs, syncedCommit(drift.Commit))
 			} else {
-				fmt.Fprintf(g.stdout, "Workspace %s changed since the last push/pull (%s); record it with 'art push':\n", abs, drift.Commit.Short())
+				fmt.Fprintf(g.stdout, "Workspace %s changed since the last push/pull (%s); record it with 'art push':\n", abs, syncedCommit(drift.Commit))
 				pal := palette{colorOn(g.stdout)}
 				for _, p := range drift.Added {
 					fmt.Fprintln(g.stdout, pal.green("  added:    "+p))

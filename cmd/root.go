@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 
@@ -91,6 +92,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return ce.code
 	}
 	fmt.Fprintln(stderr, "art:", err)
+	if repo.IsReadOnly(err) {
+		fmt.Fprintln(stderr, "art: the repository cannot be written by this user: check the permissions of the repository file and of its directory (which holds its -wal and -shm files)")
+	}
 	// cobra reports an unknown subcommand with a plain error.
 	if isFlagError(err) || strings.HasPrefix(err.Error(), "unknown command ") {
 		return exitUsage
@@ -143,6 +147,7 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 	root.Flags().StringVarP(&g.db, "db", "d", "", "repository file (default $ART_DB, else .art/art.db above the workspace)")
 	root.Args = cobra.ArbitraryArgs
 	root.RunE = func(c *cobra.Command, args []string) error {
+		ro.dir = g.defaultWorkspace(c, ro.dir)
 		return runMain(c.Context(), g, ro, args)
 	}
 	for _, c := range []*cobra.Command{
@@ -171,6 +176,22 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 }
 
 // openRepo discovers and opens the repository for a workspace directory.
+// defaultWorkspace is the workspace a command uses: dir (-m) when given;
+// otherwise the current directory, or, when the repository found by
+// searching upward lives in an ancestor's .art, that ancestor, as git works
+// from a subdirectory of its work tree (a push from ws/src must not record
+// a workspace "src"). With -d or $ART_DB nothing is searched.
+func (g *globals) defaultWorkspace(c *cobra.Command, dir string) string {
+	if c.Flags().Changed("mount") || g.db != "" || os.Getenv("ART_DB") != "" {
+		return dir
+	}
+	p, err := repo.Discover("", dir)
+	if err != nil {
+		return dir
+	}
+	return filepath.Dir(filepath.Dir(p))
+}
+
 func (g *globals) openRepo(workspace string) (*repo.Repo, error) {
 	if workspace == "" {
 		workspace = "."

@@ -31,6 +31,16 @@ func (c Change) Status() string {
 	return "M"
 }
 
+// Sides splits a type change (a file that became a link, say) into the
+// deletion of the old entry and the addition of the new one, as git shows
+// it in patches; other changes are returned as they are.
+func (c Change) Sides() []Change {
+	if c.Old != nil && c.New != nil && c.Old.Type != c.New.Type {
+		return []Change{{Path: c.Path, Old: c.Old}, {Path: c.Path, New: c.New}}
+	}
+	return []Change{c}
+}
+
 func sameEntry(a, b *objects.Entry) bool {
 	if a.Type != b.Type || a.Mode != b.Mode || a.ID != b.ID || a.Size != b.Size || a.Target != b.Target || len(a.Xattrs) != len(b.Xattrs) {
 		return false
@@ -247,9 +257,13 @@ func (r *Repo) MakePatch(c Change) (*Patch, error) {
 		h("Binary files %s and %s differ", side("a", c.Path, c.Old), side("b", c.Path, c.New))
 		return p, nil
 	}
-	h("--- %s", side("a", c.Path, c.Old))
-	h("+++ %s", side("b", c.Path, c.New))
 	p.Hunks, p.Stat = unified(string(oldB), string(newB), 3)
+	if len(p.Hunks) > 0 {
+		// Without hunks (an empty file added or deleted) git prints no
+		// file lines either.
+		h("--- %s", side("a", c.Path, c.Old))
+		h("+++ %s", side("b", c.Path, c.New))
+	}
 	return p, nil
 }
 

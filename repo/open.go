@@ -119,13 +119,31 @@ func dsn(path string, readOnly bool) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
+// IsReadOnly reports whether err comes from SQLite refusing to write a
+// repository the process may not write (SQLITE_READONLY). Some callers
+// wrap with %v, so the message is checked too.
+func IsReadOnly(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqliteReadOnly {
+		return true
+	}
+	return err != nil && strings.Contains(err.Error(), "attempt to write a readonly database")
+}
+
+// sqliteReadOnly is SQLITE_READONLY, the primary result code of a write
+// refused on a read-only database.
+const sqliteReadOnly = 8
+
 // Init creates a new repository at path (its directory is created too).
 func Init(path string) (*Repo, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Lstat(abs); err == nil {
+	if st, err := os.Lstat(abs); err == nil {
+		if st.IsDir() {
+			return nil, fmt.Errorf("init %s: is a directory; -d names the repository file (e.g. -d %s)", abs, filepath.Join(abs, FileName))
+		}
 		return nil, fmt.Errorf("init %s: %w (use it with -d %s, or remove it first)", abs, ErrExists, abs)
 	}
 	// The repository holds everything every session wrote: only its owner
@@ -153,6 +171,9 @@ func Open(path string) (*Repo, error) {
 		return nil, err
 	}
 	st, err := os.Stat(abs)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("open repository %s: %w (check the path, or create one there with 'art init -d %s')", abs, err, abs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", abs, err)
 	}

@@ -277,6 +277,9 @@ func TestPullOnReadOnlyRepositoryChangesNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("pull into a read-only repository: %v", err)
 	}
+	if !IsReadOnly(err) {
+		t.Errorf("IsReadOnly(%v) = false; art would not explain it", err)
+	}
 	if d := diffMaps(before, snapshot(t, ws)); d != "" {
 		t.Fatalf("the failed pull changed the host:\n%s", d)
 	}

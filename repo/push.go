@@ -277,7 +277,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 					}
 				})
 				if err != nil {
-					return fmt.Errorf("push %s: %w (fix its permissions or add it to .artignore; nothing was committed)", abs, err)
+					return fmt.Errorf("push %s: %w (%s; nothing was committed)", abs, err, readAdvice(err))
 				}
 				e.id, e.size = id, size
 				if len(refs) > 1 {

@@ -389,3 +389,23 @@ func countRows(t testing.TB, r *Repo, table string) int {
 	}
 	return n
 }
+
+// The advice after a failed read names the next step for the cause (a
+// file deleted during a push used to get "fix its permissions").
+func TestReadAdvice(t *testing.T) {
+	dir := t.TempDir()
+	_, enoent := os.Open(filepath.Join(dir, "gone"))
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{enoent, "removed while art read the workspace; run the command again"},
+		{&os.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, "fix its permissions or add it to .artignore"},
+		{&os.PathError{Op: "read", Path: "x", Err: syscall.EIO}, "check the path, or add it to .artignore"},
+	}
+	for _, tc := range tests {
+		if got := readAdvice(tc.err); !strings.Contains(got, tc.want) {
+			t.Errorf("readAdvice(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}

@@ -140,6 +140,17 @@ func (s *scanner) isRepoFile(dirAbs, name string, st *syscall.Stat_t) bool {
 	return s.skipPath[abs] || strings.HasPrefix(abs, s.repoPath+"-wt") && strings.HasSuffix(abs, ".journal")
 }
 
+// readAdvice is the next step after a host path could not be read.
+func readAdvice(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "it was removed while art read the workspace; run the command again"
+	case errors.Is(err, fs.ErrPermission):
+		return "fix its permissions or add it to .artignore"
+	}
+	return "check the path, or add it to .artignore"
+}
+
 // isRepoPath reports whether abs is the repository or one of its
 // companions, by name or (if it exists) by identity.
 func (s *scanner) isRepoPath(abs string) bool {
@@ -258,7 +269,7 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 	abs := filepath.Join(s.root, filepath.FromSlash(dir.rel))
 	dfd, names, err := readDir(abs)
 	if err != nil {
-		return fmt.Errorf("read directory %s: %w", abs, err)
+		return fmt.Errorf("read directory %s: %w (%s)", abs, err, readAdvice(err))
 	}
 	defer unix.Close(dfd)
 	sort.Strings(names)
