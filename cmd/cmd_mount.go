@@ -31,6 +31,13 @@ and 'art commit' records the pending changes. One live worktree per branch.`,
   art mount --ro -b attempt-1 /tmp/view`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			// The repository first: opening it removes stale mounts of
+			// dead sessions, which may include this mount point.
+			r, err := g.openRepo(".")
+			if err != nil {
+				return err
+			}
+			defer r.Close()
 			mp, err := fuse.CheckMountpoint(args[0])
 			if err != nil {
 				return err
@@ -38,11 +45,6 @@ and 'art commit' records the pending changes. One live worktree per branch.`,
 			if err := fuse.CheckFUSE(); err != nil {
 				return err
 			}
-			r, err := g.openRepo(".")
-			if err != nil {
-				return err
-			}
-			defer r.Close()
 			if branch == "" {
 				h, err := r.Head()
 				if err != nil {
@@ -123,16 +125,19 @@ and 'art commit' records the pending changes. One live worktree per branch.`,
 }
 
 func newCommitCmd(g *globals) *cobra.Command {
-	var msg string
+	var msg, branch string
 	var wtID int64
 	c := &cobra.Command{
-		Use:   "commit [-M MSG] [--worktree ID]",
+		Use:   "commit [-M MSG] [--worktree ID] [-b NEW-BRANCH]",
 		Short: "record the pending changes of an interrupted worktree",
 		Long: `commit records what an interrupted session (art run or art mount whose
 process died) left in its worktree as a commit on its branch. With one
-interrupted worktree, --worktree is optional; 'art status' lists them.`,
+interrupted worktree, --worktree is optional; 'art status' lists them.
+With -b, the commit goes on a new branch started at the worktree's base
+commit: the way to keep the work when its branch moved meanwhile.`,
 		Example: `  art status
-  art commit --worktree 3 -M "recovered session"`,
+  art commit --worktree 3 -M "recovered session"
+  art commit --worktree 3 -b rescued`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			r, err := g.openRepo(".")
@@ -164,16 +169,19 @@ interrupted worktree, --worktree is optional; 'art status' lists them.`,
 				}
 				return errors.New("nothing to commit: no interrupted worktree (see 'art status')")
 			}
-			return commitWorktree(g, r, wt, msg)
+			return commitWorktree(g, r, wt, msg, branch)
 		},
 	}
 	c.Flags().StringVarP(&msg, "message", "M", "", "commit message (default: the session's, marked interrupted)")
 	c.Flags().Int64Var(&wtID, "worktree", 0, "worktree id (see 'art status')")
+	c.Flags().StringVarP(&branch, "branch", "b", "", "record on this new branch, started at the worktree's base")
 	return c
 }
 
 // commitWorktree records an interrupted worktree as a commit.
-func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg string) error {
+// With branch set, the commit goes on that new branch, started at the
+// worktree's base.
+func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg, branch string) error {
 	ofs, err := overlay.Open(r, wt, overlay.Options{Log: log.New(g.stderr, "", log.LstdFlags)})
 	if err != nil {
 		return err
@@ -183,13 +191,16 @@ func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg string) err
 		msg = defMsg
 	}
 	allowEmpty := wt.Kind == "run" // every session is recorded, even an empty one
-	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: allowEmpty})
+	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: allowEmpty, Branch: branch})
 	if errors.Is(err, overlay.ErrNothingToCommit) {
 		return fmt.Errorf("nothing to commit: worktree #%d has no changes", wt.ID)
 	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(g.stderr, "[%s %s] %s\n", wt.Branch, id.Short(), firstLine(msg))
+	if branch == "" {
+		branch = wt.Branch
+	}
+	fmt.Fprintf(g.stderr, "[%s %s] %s\n", branch, id.Short(), firstLine(msg))
 	return nil
 }

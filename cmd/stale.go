@@ -37,7 +37,7 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 			}
 			// Every session is a commit: record the one art was killed in,
 			// with what it wrote up to its last flush.
-			if err := commitWorktree(g, r, w, ""); err != nil {
+			if err := commitWorktree(g, r, w, "", ""); err != nil {
 				fmt.Fprintf(g.stderr, "art: warning: could not record interrupted session #%d: %v (try 'art commit --worktree %d')\n", w.ID, err, w.ID)
 			} else {
 				fmt.Fprintf(g.stderr, "art: recorded the interrupted session of worktree #%d on %s\n", w.ID, w.Branch)

@@ -901,3 +901,32 @@ func TestLargeReadsQuiet(t *testing.T) {
 		t.Fatalf("reading logged:\n%s", log)
 	}
 }
+
+// Times before 1970 with a nanosecond part read back as set (the second
+// was rounded toward zero and the nanoseconds went negative, which the
+// kernel clamped: -1.5 s read as -1 ns), live and after a remount.
+func TestTimesBefore1970(t *testing.T) {
+	m := newTestMount(t, setupCasesLower)
+	p := m.WS("old")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []int64{-1_500_000_000, -1, -3_000_000_000, 1_500_000_000} {
+		ts := unix.NsecToTimespec(ns)
+		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{ts, ts}, 0); err != nil {
+			t.Fatal(err)
+		}
+		for _, when := range []string{"live", "after remount"} {
+			if when != "live" {
+				m.Remount()
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(p, &st); err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Mtim.Nano(); got != ns {
+				t.Errorf("%s: mtime %d read back as %d", when, ns, got)
+			}
+		}
+	}
+}

@@ -645,3 +645,82 @@ func TestCrashResume(t *testing.T) {
 		t.Errorf("a worktree is left after the resumed session committed: %v", r)
 	}
 }
+
+// A branch with a live worktree refuses a push (the worktree's commit at
+// its end would find the branch moved). When the branch moved anyway
+// (here: a push while the worktree was interrupted), 'art commit' says so
+// and 'art commit -b NEW' records the work on a new branch from the
+// worktree's base; it used to suggest -b, which did not exist, and the
+// work could not be recorded at all.
+func TestMovedBranchWorkGoesToNewBranch(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	p := c.startMount("main", mnt)
+	if err := os.WriteFile(filepath.Join(mnt, wsName, "agent.txt"), []byte("agent work\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := c.state()
+	r := art(t, c.tmp, "push", "-d", c.db, "-m", c.host)
+	if r.code == 0 || !strings.Contains(r.stderr, "in use by worktree") || !strings.Contains(r.stderr, "-b NAME") {
+		t.Fatalf("push to the branch of a live mount: %v", r)
+	}
+	if after := c.state(); after != before {
+		t.Fatalf("the refused push changed the repository:\n%s\n---\n%s", before, after)
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+
+	if err := os.WriteFile(filepath.Join(c.host, "host.txt"), []byte("host work\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	artOK(t, c.tmp, "push", "-d", c.db, "-m", c.host, "-q")
+	mainTip := artOK(t, c.tmp, "log", "-d", c.db, "--oneline", "-n", "1", "main").stdout
+	r = art(t, c.tmp, "commit", "-d", c.db)
+	if r.code == 0 || !strings.Contains(r.stderr, "moved") || !strings.Contains(r.stderr, "-b NEW") {
+		t.Fatalf("art commit on a moved branch: %v", r)
+	}
+	if r := art(t, c.tmp, "commit", "-d", c.db, "-b", "main"); r.code == 0 || !strings.Contains(r.stderr, "already exists") {
+		t.Fatalf("art commit -b naming an existing branch: %v", r)
+	}
+	r = artOK(t, c.tmp, "commit", "-d", c.db, "-b", "rescued")
+	if !strings.Contains(r.stderr, "[rescued ") {
+		t.Errorf("art commit -b: %v", r)
+	}
+	if got := artOK(t, c.tmp, "log", "-d", c.db, "--oneline", "-n", "1", "main").stdout; got != mainTip {
+		t.Errorf("main moved: %q, was %q", got, mainTip)
+	}
+	pulled := filepath.Join(c.tmp, "pulled", wsName)
+	artOK(t, c.tmp, "pull", "-d", c.db, "-m", pulled, "--commit", "rescued", "-q")
+	if b, err := os.ReadFile(filepath.Join(pulled, "agent.txt")); err != nil || string(b) != "agent work\n" {
+		t.Errorf("agent.txt on rescued: %q %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(pulled, "host.txt")); err == nil {
+		t.Error("rescued does not start at the worktree's base")
+	}
+	artOK(t, c.tmp, "fsck", "-d", c.db)
+}
+
+// 'art mount' on the mount point of a session killed with SIGKILL removes
+// the dead mount first (it used to refuse, saying any art command would
+// remove it) and resumes the worktree.
+func TestMountAfterKillOnSameMountPoint(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	p := c.startMount("main", mnt)
+	if err := os.WriteFile(filepath.Join(mnt, wsName, "kept.txt"), []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+	p = c.startMount("main", mnt)
+	if !strings.Contains(p.stderr.String(), "stale mount") {
+		t.Errorf("art mount does not say it removed the stale mount:\n%s", p.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, wsName, "kept.txt")); err != nil || string(b) != "kept\n" {
+		t.Errorf("kept.txt after the remount: %q %v", b, err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t)
+}

@@ -103,8 +103,14 @@ func (s *shared) fill(a overlay.Attr, out *gofuse.Attr) {
 	out.Blksize = 4096
 	out.Uid, out.Gid = s.uid, s.gid
 	setTime := func(ns int64, sec *uint64, nsec *uint32) {
-		*sec = uint64(ns / 1e9)
-		*nsec = uint32(ns % 1e9)
+		// Floor division: a time before 1970 has a negative second and
+		// a nanosecond part in [0, 1e9), as the kernel expects.
+		s, n := ns/1e9, ns%1e9
+		if n < 0 {
+			s, n = s-1, n+1e9
+		}
+		*sec = uint64(s)
+		*nsec = uint32(n)
 	}
 	setTime(a.Atime, &out.Atime, &out.Atimensec)
 	setTime(a.Mtime, &out.Mtime, &out.Mtimensec)

@@ -19,6 +19,10 @@ type CommitOptions struct {
 	Message    string
 	Session    *objects.Session
 	AllowEmpty bool // record a commit even when nothing changed (sessions do)
+	// Branch, when set, is a new branch to record the commit on, starting
+	// at the worktree's base; the worktree's own branch is left alone (the
+	// way out when that branch moved while the worktree was open).
+	Branch string
 }
 
 // Commit folds the upper layer into new trees along the changed paths,
@@ -52,11 +56,20 @@ func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
 		return objects.Zero, err
 	}
 	defer tx.Rollback()
-	tip, err := tx.BranchTip(fs.wt.Branch)
-	if err != nil {
+	target := fs.wt.Branch
+	if o.Branch != "" {
+		target = o.Branch
+		if err := repo.CheckBranchName(target); err != nil {
+			return objects.Zero, err
+		}
+		if tip, err := tx.BranchTip(target); err == nil {
+			return objects.Zero, fmt.Errorf("commit worktree #%d: branch %s already exists (at %s); name a new branch", fs.wt.ID, target, tip.Short())
+		} else if !errors.Is(err, repo.ErrNoBranch) {
+			return objects.Zero, err
+		}
+	} else if tip, err := tx.BranchTip(fs.wt.Branch); err != nil {
 		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
-	}
-	if tip != fs.wt.Base {
+	} else if tip != fs.wt.Base {
 		return objects.Zero, fmt.Errorf("commit worktree #%d: branch %s moved from %s to %s while the worktree was open; record the work on a new branch with 'art commit --worktree %d -b NEW'",
 			fs.wt.ID, fs.wt.Branch, fs.wt.Base.Short(), tip.Short(), fs.wt.ID)
 	}
@@ -73,7 +86,7 @@ func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
 	if err != nil {
 		return objects.Zero, err
 	}
-	if err := tx.SetBranch(fs.wt.Branch, id); err != nil {
+	if err := tx.SetBranch(target, id); err != nil {
 		return objects.Zero, err
 	}
 	if err := tx.DeleteWorktree(fs.wt.ID); err != nil {

@@ -354,6 +354,9 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 			return nil, err
 		}
 	}
+	if err := tx.checkNoLiveWorktree(branch); err != nil {
+		return nil, err
+	}
 	var baseRoot objects.ID
 	if !parent.IsZero() {
 		pc, err := tx.LoadCommit(parent)

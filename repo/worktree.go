@@ -144,6 +144,31 @@ func (r *Repo) CreateWorktree(branch, kind, mountpoint, session string) (*Worktr
 	return &Worktree{ID: id, Branch: branch, Base: tip, Pid: pid, PidStart: start, Mountpoint: mountpoint, State: StateLive, Kind: kind, Session: session, Created: now}, false, nil
 }
 
+// checkNoLiveWorktree refuses to move a branch a live session works on:
+// the session's commit at its end would find the branch moved.
+func (tx *Tx) checkNoLiveWorktree(branch string) error {
+	rows, err := tx.Query(`SELECT `+worktreeCols+` FROM worktrees WHERE branch=? AND state=?`, branch, StateLive)
+	if err != nil {
+		return err
+	}
+	var live []*Worktree
+	for rows.Next() {
+		w, err := scanWorktree(rows)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		live = append(live, w)
+	}
+	rows.Close()
+	for _, w := range live {
+		if ProcessAlive(w.Pid, w.PidStart) {
+			return fmt.Errorf("%w: branch %s is in use by worktree #%d (pid %d), whose commit at its end would find the branch moved; push to another branch with -b NAME, or after the session ends", ErrBranchInUse, branch, w.ID, w.Pid)
+		}
+	}
+	return nil
+}
+
 // SetWorktreeState records a state change (e.g. live → interrupted).
 func (r *Repo) SetWorktreeState(id int64, state string) error {
 	_, err := r.DB.Exec(`UPDATE worktrees SET state=?, updated=? WHERE id=?`, state, time.Now().UnixNano(), id)
