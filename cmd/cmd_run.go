@@ -152,7 +152,11 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	if err != nil {
 		return runFail(err)
 	}
-	binds, err := sandbox.LoadBinds(filepath.Join(dir, repo.DirName, "config", "binds.json"), dir)
+	bindsPath, err := sandbox.ConfigPath(dir, "binds.json")
+	if err != nil {
+		return runFail(err)
+	}
+	binds, err := sandbox.LoadBinds(bindsPath, dir)
 	if err != nil {
 		return runFail(err)
 	}
@@ -211,12 +215,13 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 // DIR/.art/config/policy.json (never from anything the agent can write),
 // --preset and --allow, in that order.
 func loadPolicy(dir string, o *runOptions) (*policy.Policy, error) {
-	path := filepath.Join(dir, repo.DirName, "config", "policy.json")
-	file, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		file = nil
-	} else if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+	path, err := sandbox.ConfigPath(dir, "policy.json")
+	if err != nil {
+		return nil, err
+	}
+	file, err := sandbox.ReadConfigFile(path)
+	if err != nil {
+		return nil, err
 	}
 	pol, err := policy.Build(file, path, o.preset, o.allow)
 	if err != nil {

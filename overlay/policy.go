@@ -72,11 +72,13 @@ func (fs *FS) checkNewName(d *inode, name string, isDir bool) error {
 	if err := canChange(d); err != nil {
 		return err
 	}
-	if isDir && name == repo.DirName {
+	if name == repo.DirName {
 		// .art directories hold a repository and its host-only config
-		// (binds.json, policy.json). push and pull skip them at any depth,
-		// so one made here would be recorded but never exported, and must
-		// never pass for the host's: refuse it, whatever the policy.
+		// (binds.json, policy.json). push and pull skip the name at any
+		// depth, so an entry made here would be recorded but never
+		// exported, and must never pass for the host's (a .art link to a
+		// directory of the agent's, pulled into a workspace without its
+		// own .art, once did): refuse it, of any type, whatever the policy.
 		return errAccess
 	}
 	if fs.decide(d, name, isDir) < policy.Write {

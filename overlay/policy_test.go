@@ -309,3 +309,30 @@ func TestPolicyPresets(t *testing.T) {
 		})
 	}
 }
+
+// No entry named .art of any type can be made in the overlay: push and
+// pull skip the name, and a .art link pulled into a workspace without its
+// own .art once made art read the agent's binds.json.
+func TestDotArtRefusedOfAnyType(t *testing.T) {
+	fs, _ := polFS(t, "")
+	ws, err := fs.Lookup(overlay.RootIno, "ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Create(ws.Ino, "file", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tries := map[string]func() error{
+		"mkdir":   func() error { _, err := fs.Mkdir(ws.Ino, ".art", 0o755); return err },
+		"symlink": func() error { _, err := fs.Symlink(ws.Ino, ".art", "evil"); return err },
+		"create":  func() error { _, err := fs.Create(ws.Ino, ".art", 0o644); return err },
+		"link":    func() error { _, err := fs.Link(f.Ino, ws.Ino, ".art"); return err },
+		"rename":  func() error { return fs.Rename(ws.Ino, "file", ws.Ino, ".art", 0) },
+	}
+	for name, try := range tries {
+		if err := try(); !errors.Is(err, syscall.EACCES) && overlay.Errno(err) != syscall.EACCES {
+			t.Errorf("%s .art: %v, want EACCES", name, err)
+		}
+	}
+}

@@ -344,7 +344,7 @@ func (p *puller) plan(n *pullNode) error {
 			}
 			if same {
 				kid.op = opKeep
-				if h.typ != objects.TypeDir && h.mode != e.Mode && h.old != nil && h.old.mode != h.mode {
+				if h.typ != objects.TypeDir && h.mode != hostMode(e) && h.old != nil && h.old.mode != h.mode {
 					p.conflict(rel, "mode changed on the host")
 				}
 				break
@@ -589,7 +589,7 @@ func (p *puller) write(dfd int, n *pullNode) error {
 		f := os.NewFile(uintptr(fd), n.rel)
 		err = p.writeContent(f, e)
 		if err == nil {
-			err = unix.Fchmod(fd, e.Mode)
+			err = unix.Fchmod(fd, hostMode(e))
 		}
 		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
@@ -625,11 +625,11 @@ func (p *puller) write(dfd int, n *pullNode) error {
 		}
 	case objects.TypeFifo:
 		p.say("FIFO /" + n.rel)
-		tmp, err := createTemp(func(name string) error { return unix.Mkfifoat(dfd, name, e.Mode) })
+		tmp, err := createTemp(func(name string) error { return unix.Mkfifoat(dfd, name, hostMode(e)) })
 		if err == nil {
 			// mkfifoat applied the umask; a fifo (unlike a file) can be
 			// changed through an O_PATH descriptor without opening it.
-			err = chmodNoFollow(dfd, tmp, objects.TypeFifo, e.Mode)
+			err = chmodNoFollow(dfd, tmp, objects.TypeFifo, hostMode(e))
 		}
 		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
@@ -643,6 +643,17 @@ func (p *puller) write(dfd int, n *pullNode) error {
 		}
 	}
 	return nil
+}
+
+// unsafeModeBits are mode bits a pull never gives a host entry: set-user-ID
+// and set-group-ID (a pull by root would otherwise install an agent's
+// setuid-root shell on the host) and write permission for others (an
+// agent could make the user's files writable by every local user).
+const unsafeModeBits = unix.S_ISUID | unix.S_ISGID | 0o002
+
+// hostMode is the mode a pull gives the host entry of e.
+func hostMode(e *objects.Entry) uint32 {
+	return e.Mode &^ unsafeModeBits
 }
 
 // errRaced stops the installation of one entry whose name the host changed
@@ -776,12 +787,12 @@ func (p *puller) refresh(dfd int, n *pullNode) error {
 		if err := p.applyDir(sub, n); err != nil {
 			return err
 		}
-		if err := unix.Fchmod(sub, e.Mode); err != nil {
+		if err := unix.Fchmod(sub, hostMode(e)); err != nil {
 			return fmt.Errorf("chmod %s: %w", n.rel, err)
 		}
 		return unix.UtimesNanoAt(sub, ".", []unix.Timespec{ts, ts}, 0)
 	case objects.TypeFile, objects.TypeFifo:
-		if n.host != nil && n.host.mode == e.Mode && n.host.mtime == e.MTime {
+		if n.host != nil && n.host.mode == hostMode(e) && n.host.mtime == e.MTime {
 			return nil
 		}
 		// The entry must still be what the scan saw (and never a link
@@ -803,7 +814,7 @@ func (p *puller) refresh(dfd int, n *pullNode) error {
 			p.race(n)
 			return nil
 		}
-		if err := chmodFD(fd, e.Mode); err != nil {
+		if err := chmodFD(fd, hostMode(e)); err != nil {
 			return fmt.Errorf("chmod %s: %w", n.rel, err)
 		}
 		if err := unix.UtimesNanoAt(dfd, n.name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {

@@ -1,13 +1,17 @@
 package repo
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/artproject/art/objects"
 )
 
 // Regression: a stored entry named like the repository file (another
@@ -292,4 +296,101 @@ func readString(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// A pull never gives a host entry set-user-ID, set-group-ID or
+// other-writable bits, whatever the commit (an agent's work) says: pulled
+// by root, an agent's setuid shell became a root one on the host.
+func TestPullDropsUnsafeModeBits(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"suid": "#!/bin/sh\n", "open": "x\n", "d/f": "f\n"})
+	for p, mode := range map[string]os.FileMode{"suid": 0o755 | os.ModeSetuid | os.ModeSetgid, "open": 0o666, "d": 0o777 | os.ModeSetgid | os.ModeSticky} {
+		if err := os.Chmod(filepath.Join(ws, p), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := push(t, r, ws, "hostile modes").Commit
+	if got := wsEntries(t, r, v, "ws")["suid"]; !strings.HasPrefix(got, "file 6755 ") {
+		t.Fatalf("the commit should keep what was written: %q", got)
+	}
+	dst := filepath.Join(t.TempDir(), "ws")
+	pull(t, r, dst, v)
+	for p, want := range map[string]uint32{"suid": 0o755, "open": 0o664, "d": 0o775 | unix.S_ISVTX} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dst, p), &st); err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode & 0o7777; got != want {
+			t.Errorf("%s: mode %o after the pull, want %o", p, got, want)
+		}
+	}
+	// The pulled tree counts as synced: a second pull has nothing to do.
+	res := pull(t, r, dst, v)
+	if res.Created+res.Updated+res.Deleted != 0 {
+		t.Errorf("second pull %+v", res)
+	}
+}
+
+// .art of any type is never stored nor written: a stored .art link (an
+// agent's, from a repository made before the overlay refused it) is
+// skipped by pull, and a host .art link is not pushed.
+func TestDotArtLinkNeverStoredOrWritten(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"f": "f\n", "evil/config/binds.json": "[]"})
+	if err := os.Symlink("evil", filepath.Join(ws, ".art")); err != nil {
+		t.Fatal(err)
+	}
+	v := push(t, r, ws, "link").Commit
+	if _, ok := wsEntries(t, r, v, "ws")[".art"]; ok {
+		t.Fatal("push stored the .art link")
+	}
+	// A tree holding one anyway (written directly, as an old art could).
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := r.LoadCommit(v)
+	wsEntry, _, _ := r.Lookup(c.Tree, []string{"ws"})
+	wsTree, _ := r.LoadTree(wsEntry.ID)
+	entries := append([]objects.Entry{{Name: ".art", Type: objects.TypeSymlink, Mode: 0o777, Size: 4, Target: "evil"}}, wsTree.Entries...)
+	wsID, err := tx.PutTree(&objects.Tree{Entries: entries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := tx.PutTree(&objects.Tree{Entries: []objects.Entry{{Name: "ws", Type: objects.TypeDir, Mode: 0o755, ID: wsID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile, err := tx.PutCommit(&objects.Commit{Tree: root, Parents: []objects.ID{v}, Message: "hostile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.Commit()
+	dst := filepath.Join(t.TempDir(), "ws")
+	pull(t, r, dst, hostile)
+	if _, err := os.Lstat(filepath.Join(dst, ".art")); err == nil {
+		t.Fatal("pull wrote a .art link")
+	}
+}
+
+// An .artignore that is a fifo or a device fails the command with a clear
+// message instead of blocking or reading forever.
+func TestArtignoreMustBeRegular(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"f": "f\n"})
+	if err := syscall.Mkfifo(filepath.Join(ws, ".artignore"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Push(context.Background(), PushOptions{Dir: ws})
+	if err == nil || !strings.Contains(err.Error(), ".artignore") || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("push with a fifo .artignore: %v", err)
+	}
+	os.Remove(filepath.Join(ws, ".artignore"))
+	os.Symlink("/dev/zero", filepath.Join(ws, ".artignore"))
+	if _, err := r.HostDrift(ws); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("status with .artignore -> /dev/zero: %v", err)
+	}
 }

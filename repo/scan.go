@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -100,7 +101,7 @@ func newScanner(r *Repo, root string, warn func(string)) (*scanner, error) {
 		}
 	}
 	ig := filepath.Join(root, ".artignore")
-	if data, err := os.ReadFile(ig); err == nil {
+	if data, err := readIgnoreFile(ig); err == nil {
 		s.ignore = ignore.CompileIgnoreLines(strings.Split(string(data), "\n")...)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read %s: %w", ig, err)
@@ -108,10 +109,35 @@ func newScanner(r *Repo, root string, warn func(string)) (*scanner, error) {
 	return s, nil
 }
 
+// maxIgnoreSize bounds .artignore, which an agent's work can supply.
+const maxIgnoreSize = 1 << 20
+
+// readIgnoreFile reads .artignore, which must be a regular file (a fifo
+// would block every command, /dev/zero would never end) of at most 1 MiB.
+func readIgnoreFile(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file (%s); replace it with a file of ignore patterns", st.Mode().Type())
+	}
+	if st.Size() > maxIgnoreSize {
+		return nil, fmt.Errorf("%d bytes, more than the %d a pattern file may have", st.Size(), maxIgnoreSize)
+	}
+	return io.ReadAll(io.LimitReader(f, maxIgnoreSize))
+}
+
 // excluded reports whether rel (slash-separated) is left out of the repository.
 func (s *scanner) excluded(rel string, isDir bool) bool {
-	base := path.Base(rel)
-	if base == ".art" && isDir {
+	if path.Base(rel) == DirName {
+		// Of any type: a .art link must never be written by a pull (art
+		// would read config through it) nor stored by a push.
 		return true
 	}
 	if s.ignore != nil {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // LoadBinds reads a binds.json file in ART's format: a JSON array of
@@ -20,12 +21,12 @@ import (
 // Callers must read it from the host (for art, .art/config/binds.json),
 // never from anything the agent can write.
 func LoadBinds(path string, workspace string) ([]Bind, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	data, err := ReadConfigFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read binds file: %w", err)
+		return nil, fmt.Errorf("binds file: %w", err)
+	}
+	if data == nil {
+		return nil, nil
 	}
 	binds, err := ParseBinds(data, workspace)
 	if err != nil {
@@ -81,6 +82,23 @@ func parseBind(raw json.RawMessage, workspace string) (Bind, error) {
 			return Bind{}, fmt.Errorf("host path %s does not exist: create it or fix the path", host)
 		}
 		return Bind{}, fmt.Errorf("host path %s: %w", host, err)
+	}
+	if !filepath.IsAbs(*e.Host) {
+		// A relative path names something inside the workspace, where an
+		// agent's pulled work may have put a link to anywhere on the host:
+		// it must stay inside once links are resolved.
+		real, err := filepath.EvalSymlinks(host)
+		if err != nil {
+			return Bind{}, fmt.Errorf("host path %s: %w", host, err)
+		}
+		wsReal, err := filepath.EvalSymlinks(workspace)
+		if err != nil {
+			return Bind{}, fmt.Errorf("workspace %s: %w", workspace, err)
+		}
+		if real != wsReal && !strings.HasPrefix(real, wsReal+"/") {
+			return Bind{}, fmt.Errorf("host path %s leads outside the workspace, to %s, through a symbolic link: a relative path must stay inside (write an absolute path to bind something outside)", host, real)
+		}
+		host = real
 	}
 	guest := ""
 	if e.Guest != nil {

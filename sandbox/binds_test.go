@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -132,5 +133,89 @@ func TestBindsInSandbox(t *testing.T) {
 	cfg.Binds = []Bind{{Host: ro, Guest: "/root/x", ReadOnly: true}}
 	if o := run(t, cfg, ""); o.Err == nil || !strings.Contains(o.Err.Error(), "replaces") {
 		t.Errorf("bind into /root: %v", o.Err)
+	}
+}
+
+// A relative host path leading out of the workspace through a symbolic
+// link (an agent's pulled work can hold one) is refused; one staying
+// inside is bound at its resolved path.
+func TestRelativeBindThroughLink(t *testing.T) {
+	ws := t.TempDir()
+	outside := t.TempDir()
+	os.Mkdir(filepath.Join(ws, "real"), 0o755)
+	os.Symlink(outside, filepath.Join(ws, "escape"))
+	os.Symlink("real", filepath.Join(ws, "inside"))
+	file := filepath.Join(t.TempDir(), "binds.json")
+	os.WriteFile(file, []byte(`[{"host": "escape", "guest": "/tmp/x", "readonly": false}]`), 0o644)
+	_, err := LoadBinds(file, ws)
+	if err == nil || !strings.Contains(err.Error(), "leads outside the workspace") || !strings.Contains(err.Error(), outside) {
+		t.Fatalf("bind through a link out of the workspace: %v", err)
+	}
+	os.WriteFile(file, []byte(`[{"host": "inside", "guest": "/tmp/x"}]`), 0o644)
+	binds, err := LoadBinds(file, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.EvalSymlinks(filepath.Join(ws, "real"))
+	if len(binds) != 1 || binds[0].Host != want {
+		t.Fatalf("binds %+v, want host %s", binds, want)
+	}
+	// An absolute path is the user's own choice and taken as written.
+	os.WriteFile(file, []byte(`[{"host": "`+filepath.Join(ws, "escape")+`", "guest": "/tmp/x"}]`), 0o644)
+	if _, err := LoadBinds(file, ws); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Config comes only from a real .art/config directory and a regular file:
+// never through a link an agent's work left, never from a fifo or device.
+func TestHostConfigRefusesLinksAndSpecialFiles(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(ws string)
+		want  string // "" means: path ok, file read
+	}{
+		{"real directories", func(ws string) {
+			os.MkdirAll(filepath.Join(ws, ".art", "config"), 0o755)
+			os.WriteFile(filepath.Join(ws, ".art", "config", "binds.json"), []byte("[]"), 0o644)
+		}, ""},
+		{"no .art", func(ws string) {}, ""},
+		{".art is a link", func(ws string) {
+			evil := filepath.Join(ws, "evil")
+			os.MkdirAll(filepath.Join(evil, "config"), 0o755)
+			os.Symlink("evil", filepath.Join(ws, ".art"))
+		}, "is not a directory"},
+		{"config is a link", func(ws string) {
+			os.MkdirAll(filepath.Join(ws, ".art"), 0o755)
+			os.Symlink("/tmp", filepath.Join(ws, ".art", "config"))
+		}, "is not a directory"},
+		{"file is a link", func(ws string) {
+			os.MkdirAll(filepath.Join(ws, ".art", "config"), 0o755)
+			os.Symlink("/etc/hostname", filepath.Join(ws, ".art", "config", "binds.json"))
+		}, "symbolic link"},
+		{"file is a fifo", func(ws string) {
+			os.MkdirAll(filepath.Join(ws, ".art", "config"), 0o755)
+			syscall.Mkfifo(filepath.Join(ws, ".art", "config", "binds.json"), 0o644)
+		}, "not a regular file"},
+		{"file too large", func(ws string) {
+			os.MkdirAll(filepath.Join(ws, ".art", "config"), 0o755)
+			os.WriteFile(filepath.Join(ws, ".art", "config", "binds.json"), make([]byte, maxConfigSize+1), 0o644)
+		}, "larger than"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := t.TempDir()
+			tc.setup(ws)
+			p, err := ConfigPath(ws, "binds.json")
+			if err == nil {
+				_, err = ReadConfigFile(p)
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
 	}
 }
