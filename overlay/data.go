@@ -212,6 +212,9 @@ func (fs *FS) Write(ino uint64, p []byte, off int64) (int, error) {
 	if end > MaxFileSize {
 		return 0, syscall.EFBIG
 	}
+	if len(n.dirty) == 0 {
+		n.storedSize = n.size
+	}
 	done := 0
 	for done < len(p) {
 		pos := off + int64(done)
@@ -354,6 +357,10 @@ func (fs *FS) truncateLocked(n *inode, size int64) error {
 		n.size = size // the new range is a hole
 		return nil
 	}
+	if len(n.dirty) == 0 {
+		n.storedSize = n.size
+	}
+	n.storedSize = min(n.storedSize, size)
 	last := size / BlockSize
 	inLast := size - last*BlockSize
 	// Keep the part of the boundary block below size.

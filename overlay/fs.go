@@ -87,8 +87,13 @@ type inode struct {
 	baseSize int64
 	blocks   map[int64]objects.ID
 	dirty    map[int64][]byte
-	reader   *objects.FileReader // lazily opened reader of base
-	opens    int
+	// storedSize is the size the stored blocks stand for while dirty
+	// holds data (the size when the first dirty block appeared, cut by
+	// truncation): the journal records no more, so a crash never turns
+	// data only in memory into a stretch of zeros.
+	storedSize int64
+	reader     *objects.FileReader // lazily opened reader of base
+	opens      int
 
 	// Directories: the lower tree (zero when opaque or new) and the
 	// entries changed in the upper layer (ino 0 = whiteout).

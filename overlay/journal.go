@@ -31,6 +31,10 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 type journal struct {
 	f    *os.File
 	path string
+	// hard is set when the journal was fsynced since its last reset: it
+	// then holds data fsync(2) promised, which must not go before SQLite
+	// holds it as durably.
+	hard bool
 }
 
 type inodeRow struct {
@@ -226,13 +230,20 @@ func writevAll(fd int, bufs [][]byte) error {
 	return nil
 }
 
-func (j *journal) sync() error { return j.f.Sync() }
+func (j *journal) sync() error {
+	if err := j.f.Sync(); err != nil {
+		return err
+	}
+	j.hard = true
+	return nil
+}
 
 // reset empties the journal once everything in it is in SQLite.
 func (j *journal) reset() error {
 	if err := j.f.Truncate(int64(len(journalMagic) + 16)); err != nil {
 		return err
 	}
+	j.hard = false
 	_, err := j.f.Seek(0, io.SeekEnd)
 	return err
 }

@@ -43,6 +43,7 @@ type persister struct {
 	covered uint64                       // the mark the last journaled snapshot covered
 	queue   []*record                    // journaled, not yet applied
 	applied uint64                       // records applied so far
+	durable uint64                       // records applied whose SQLite commit is fsynced
 	queued  uint64                       // records journaled so far
 	err     error                        // the last failure (sticky until a retry succeeds)
 	tries   uint64                       // batches tried, applied or failed
@@ -181,8 +182,48 @@ func (p *persister) sync(hard bool) error {
 		if err := p.j.sync(); err != nil {
 			return p.fs.ioErr("sync journal", err)
 		}
+		// Records applied earlier may be gone from the journal already;
+		// they are in SQLite, whose WAL is not fsynced at each commit
+		// (synchronous=NORMAL).
+		if err := p.syncApplied(); err != nil {
+			return p.fs.ioErr("sync repository", err)
+		}
 	}
 	return nil
+}
+
+// syncApplied makes every applied record as durable as an fsynced journal:
+// it fsyncs the repository's WAL, where their commits are, unless that was
+// done since the last apply.
+func (p *persister) syncApplied() error {
+	p.mu.Lock()
+	target := p.applied
+	done := p.durable >= target
+	p.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := syncFile(p.fs.r.Path + "-wal"); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.durable = max(p.durable, target)
+	p.mu.Unlock()
+	return nil
+}
+
+// syncFile fsyncs a file; a missing one has nothing to sync (a WAL
+// checkpointed away is in the database file, which the checkpoint synced).
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // drain waits until every journaled record is in SQLite.
@@ -259,6 +300,11 @@ func (p *persister) snapshot() *record {
 		if !row.deleted {
 			row.typ, row.mode, row.nlink = n.typ, n.mode, n.nlink
 			row.size, row.mtime, row.ctime, row.atime = n.size, n.mtime, n.ctime, n.atime
+			if len(n.dirty) > 0 {
+				// Data still in memory is not in this record: its size
+				// would read back as zeros after a crash.
+				row.size = min(n.size, n.storedSize)
+			}
 			row.target = n.target
 			switch n.typ {
 			case objects.TypeFile:
@@ -376,6 +422,15 @@ func (p *persister) apply() {
 	p.mu.Unlock()
 	if empty {
 		p.jmu.Lock()
+		if p.j.hard {
+			// The journal holds fsynced data: SQLite must hold it as
+			// durably before the journal lets it go.
+			if err := p.syncApplied(); err != nil {
+				p.jmu.Unlock()
+				p.fs.logf("sync repository: %v (the journal is kept)", err)
+				return
+			}
+		}
 		p.mu.Lock()
 		if len(p.queue) == 0 {
 			if err := p.j.reset(); err != nil {

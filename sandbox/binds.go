@@ -83,10 +83,11 @@ func parseBind(raw json.RawMessage, workspace string) (Bind, error) {
 		}
 		return Bind{}, fmt.Errorf("host path %s: %w", host, err)
 	}
-	if !filepath.IsAbs(*e.Host) {
-		// A relative path names something inside the workspace, where an
-		// agent's pulled work may have put a link to anywhere on the host:
-		// it must stay inside once links are resolved.
+	if rel := filepath.Clean(*e.Host); !filepath.IsAbs(rel) && rel != ".." && !strings.HasPrefix(rel, "../") {
+		// A relative path naming something inside the workspace, where an
+		// agent's pulled work may have put a link to anywhere on the host,
+		// must stay inside once links are resolved. (One that leaves it
+		// with "../" is the user's own choice, and bound as cleaned.)
 		real, err := filepath.EvalSymlinks(host)
 		if err != nil {
 			return Bind{}, fmt.Errorf("host path %s: %w", host, err)
