@@ -14,22 +14,7 @@ import (
 // WAL, and a journal that was fsynced is only reset once SQLite holds its
 // records as durably.
 func TestFsyncCoversAppliedRecords(t *testing.T) {
-	r, err := repo.Init(filepath.Join(t.TempDir(), "art.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if _, err := r.Push(context.Background(), repo.PushOptions{Dir: t.TempDir()}); err != nil {
-		t.Fatal(err)
-	}
-	wt, _, err := r.CreateWorktree("main", "mount", "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := Open(r, wt, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, fs := newWorktreeFS(t)
 	defer fs.Close()
 	a, err := fs.Create(RootIno, "f", 0o644)
 	if err != nil {
@@ -87,22 +72,7 @@ func TestFsyncCoversAppliedRecords(t *testing.T) {
 // bytes (and 'art commit' recorded them). A crash now leaves the file as
 // its stored blocks have it: the old content, never bytes nobody wrote.
 func TestCrashNeverShowsUnwrittenZeros(t *testing.T) {
-	r, err := repo.Init(filepath.Join(t.TempDir(), "art.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if _, err := r.Push(context.Background(), repo.PushOptions{Dir: t.TempDir()}); err != nil {
-		t.Fatal(err)
-	}
-	wt, _, err := r.CreateWorktree("main", "mount", "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := Open(r, wt, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, wt, fs := newWorktreeFS(t)
 	a, err := fs.Create(RootIno, "log", 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -143,4 +113,27 @@ func TestCrashNeverShowsUnwrittenZeros(t *testing.T) {
 	if got := string(buf[:n]); got != "stored line\n" {
 		t.Fatalf("after the crash the file reads %q, want the stored content", got)
 	}
+}
+
+// newWorktreeFS opens the overlay of a fresh mount worktree on main (an
+// empty first commit) of a new repository.
+func newWorktreeFS(t *testing.T) (*repo.Repo, *repo.Worktree, *FS) {
+	t.Helper()
+	r, err := repo.Init(filepath.Join(t.TempDir(), "art.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if _, err := r.Push(context.Background(), repo.PushOptions{Dir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	wt, _, err := r.CreateWorktree("main", "mount", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := Open(r, wt, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, wt, fs
 }
