@@ -91,7 +91,7 @@ subtrees are skipped by id without being read.`,
 				return printStatJSON(g, r, changes)
 			case nameStatus:
 				for _, ch := range changes {
-					fmt.Fprintf(g.stdout, "%s\t%s\n", ch.Status(), ch.Path)
+					fmt.Fprintf(g.stdout, "%s\t%s\n", ch.Status(), repo.QuotePath(ch.Path))
 				}
 				return nil
 			case stat:
@@ -179,8 +179,9 @@ func printStat(g *globals, r *repo.Repo, changes []repo.Change, pal palette) err
 		return err
 	}
 	width := 0
-	for _, s := range st {
-		width = max(width, len(s.Path))
+	for i := range st {
+		st[i].Path = repo.QuotePath(st[i].Path) // text output only; JSON escapes its own
+		width = max(width, len(st[i].Path))
 	}
 	width = min(width, 60)
 	add, del := 0, 0

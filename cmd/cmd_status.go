@@ -85,13 +85,13 @@ the worktrees of live or interrupted sessions.`,
 				fmt.Fprintf(g.stdout, "Workspace %s changed since the last push/pull (%s); record it with 'art push':\n", abs, syncedCommit(drift.Commit))
 				pal := palette{colorOn(g.stdout)}
 				for _, p := range drift.Added {
-					fmt.Fprintln(g.stdout, pal.green("  added:    "+p))
+					fmt.Fprintln(g.stdout, pal.green("  added:    "+repo.QuotePath(p)))
 				}
 				for _, p := range drift.Modified {
-					fmt.Fprintln(g.stdout, pal.yellow("  modified: "+p))
+					fmt.Fprintln(g.stdout, pal.yellow("  modified: "+repo.QuotePath(p)))
 				}
 				for _, p := range drift.Deleted {
-					fmt.Fprintln(g.stdout, pal.red("  deleted:  "+p))
+					fmt.Fprintln(g.stdout, pal.red("  deleted:  "+repo.QuotePath(p)))
 				}
 			}
 			printWorktrees(g, wts)

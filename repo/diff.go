@@ -218,7 +218,7 @@ type Patch struct {
 func (r *Repo) MakePatch(c Change) (*Patch, error) {
 	p := &Patch{Change: c}
 	h := func(format string, args ...any) { p.Header = append(p.Header, fmt.Sprintf(format, args...)) }
-	h("diff --art a/%s b/%s", c.Path, c.Path)
+	h("diff --art %s %s", QuotePath("a/"+c.Path), QuotePath("b/"+c.Path))
 	mode := func(e *objects.Entry) string {
 		switch e.Type {
 		case objects.TypeSymlink:
@@ -271,7 +271,7 @@ func side(prefix, path string, e *objects.Entry) string {
 	if e == nil {
 		return "/dev/null"
 	}
-	return prefix + "/" + path
+	return QuotePath(prefix + "/" + path)
 }
 
 type diffLine struct {

@@ -323,7 +323,7 @@ func (p *puller) plan(n *pullNode) error {
 		if p.sc.isRepoPath(filepath.Join(p.dir, filepath.FromSlash(rel))) {
 			// A stored entry named like the repository (another host's
 			// workspace, or an agent's file) never replaces it.
-			p.say("SKIP /" + rel + " (the repository's own file is never written)")
+			p.say("SKIP", rel, " (the repository's own file is never written)")
 			continue
 		}
 		kid := &pullNode{name: e.Name, rel: rel, stored: e}
@@ -499,7 +499,7 @@ func (p *puller) remove(dfd int, n *pullNode) error {
 			return fmt.Errorf("remove %s: %w", n.rel, err)
 		}
 		p.res.Deleted++
-		p.say("DELETE /" + n.rel)
+		p.say("DELETE", n.rel, "")
 		return nil
 	}
 	if n.op == opLeave {
@@ -525,7 +525,7 @@ func (p *puller) remove(dfd int, n *pullNode) error {
 	err = unix.Unlinkat(dfd, n.name, unix.AT_REMOVEDIR)
 	if err == nil {
 		p.res.Deleted++
-		p.say("DELETE /" + n.rel + "/")
+		p.say("DELETE", n.rel+"/", "")
 		return nil
 	}
 	if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
@@ -534,12 +534,12 @@ func (p *puller) remove(dfd int, n *pullNode) error {
 	return fmt.Errorf("remove %s: %w", n.rel, err)
 }
 
-// say reports one line; paths in it start with "/" and are relative to
-// the workspace, and are shown relative to the home as push shows them.
-func (p *puller) say(line string) {
+// say reports one line: KIND, the path (relative to the workspace, shown
+// relative to the home as push shows it, quoted when it holds control
+// characters) and what follows it.
+func (p *puller) say(kind, rel, rest string) {
 	if p.report != nil {
-		kind, rest, _ := strings.Cut(line, " /")
-		p.report(kind + " /" + p.ws + "/" + rest)
+		p.report(kind + " " + QuotePath("/"+p.ws+"/"+rel) + rest)
 	}
 }
 
@@ -574,10 +574,10 @@ func (p *puller) write(dfd int, n *pullNode) error {
 		if err := unix.Mkdirat(dfd, n.name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("create directory %s: %w", n.rel, err)
 		}
-		p.say("DIR /" + n.rel)
+		p.say("DIR", n.rel, "")
 		return p.refresh(dfd, n)
 	case objects.TypeFile:
-		p.say(fmt.Sprintf("FILE /%s (%d bytes, %s)", n.rel, e.Size, e.ID.Short()))
+		p.say("FILE", n.rel, fmt.Sprintf(" (%d bytes, %s)", e.Size, e.ID.Short()))
 		var fd int
 		tmp, err := createTemp(func(name string) (err error) {
 			fd, err = unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -611,7 +611,7 @@ func (p *puller) write(dfd int, n *pullNode) error {
 			return fmt.Errorf("write %s: %w", n.rel, err)
 		}
 	case objects.TypeSymlink:
-		p.say("LINK /" + n.rel + " -> " + e.Target)
+		p.say("LINK", n.rel, " -> "+QuotePath(e.Target))
 		tmp, err := createTemp(func(name string) error { return unix.Symlinkat(e.Target, dfd, name) })
 		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
@@ -624,7 +624,7 @@ func (p *puller) write(dfd int, n *pullNode) error {
 			return fmt.Errorf("write link %s: %w", n.rel, err)
 		}
 	case objects.TypeFifo:
-		p.say("FIFO /" + n.rel)
+		p.say("FIFO", n.rel, "")
 		tmp, err := createTemp(func(name string) error { return unix.Mkfifoat(dfd, name, hostMode(e)) })
 		if err == nil {
 			// mkfifoat applied the umask; a fifo (unlike a file) can be

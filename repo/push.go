@@ -406,7 +406,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 }
 
 func reportEntry(report func(string), ws string, e *hostEntry, old *syncedEntry) {
-	p := "/" + ws + "/" + e.rel
+	p := QuotePath("/" + ws + "/" + e.rel)
 	switch e.typ {
 	case objects.TypeFile:
 		if old != nil && old.typ == e.typ && old.id == e.id && old.mode == e.mode {
@@ -422,7 +422,7 @@ func reportEntry(report func(string), ws string, e *hostEntry, old *syncedEntry)
 		if old != nil && old.typ == e.typ && old.target == e.target {
 			return
 		}
-		report("LINK " + p + " -> " + e.target)
+		report("LINK " + p + " -> " + QuotePath(e.target))
 	case objects.TypeFifo:
 		if old != nil && old.typ == e.typ {
 			return

@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // pipeIO gives the sandbox real file descriptors for non-interactive stdio.
@@ -19,6 +21,27 @@ type pipeIO struct {
 	copies     []func()
 	outWG      sync.WaitGroup
 	closeOnce  sync.Once
+	// Terminals passed through as they are: their settings, restored
+	// when Run is done (the agent may turn echo off, say, and die).
+	ttys []savedTTY
+}
+
+type savedTTY struct {
+	fd      int
+	termios *unix.Termios
+}
+
+// saveTTY records the settings of f if it is a terminal not yet saved.
+func (p *pipeIO) saveTTY(f *os.File) {
+	fd := int(f.Fd())
+	for _, t := range p.ttys {
+		if t.fd == fd {
+			return
+		}
+	}
+	if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+		p.ttys = append(p.ttys, savedTTY{fd, t})
+	}
 }
 
 func newPipeIO(stdio Stdio) (*pipeIO, error) {
@@ -27,6 +50,7 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 	case nil:
 	case *os.File:
 		p.childStdin = in
+		p.saveTTY(in)
 	default:
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -45,6 +69,7 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 		case nil:
 			return nil, nil
 		case *os.File:
+			p.saveTTY(d)
 			return d, nil
 		}
 		r, w, err := os.Pipe()
@@ -96,6 +121,13 @@ func (p *pipeIO) finish() {
 
 func (p *pipeIO) close() {
 	p.closeOnce.Do(func() {
+		for _, t := range p.ttys {
+			// Only when changed: setting a terminal from a background
+			// process group would stop art (SIGTTOU).
+			if cur, err := unix.IoctlGetTermios(t.fd, unix.TCGETS); err == nil && *cur != *t.termios {
+				_ = unix.IoctlSetTermios(t.fd, unix.TCSETS, t.termios)
+			}
+		}
 		for _, f := range p.childEnds {
 			f.Close()
 		}

@@ -393,3 +393,32 @@ func TestInteractiveExitStatus(t *testing.T) {
 		})
 	}
 }
+
+// Non-interactive mode hands art's terminal to the agent as it is; the
+// settings the agent changes (echo off, raw mode) are restored when the
+// sandbox is gone, as they were before it.
+func TestNonInteractiveRestoresTerminalSettings(t *testing.T) {
+	requireBwrap(t)
+	tt := newTestTerm(t)
+	before, err := unix.IoctlGetTermios(int(tt.s.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Lflag&unix.ECHO == 0 {
+		t.Fatal("test terminal starts without echo")
+	}
+	cmd, resFile := startHelper(t, tt, baseConfig(t, "sh", "-c", "stty -echo raw; echo changed"))
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("helper: %v; output %q", err, tt.output())
+	}
+	if r := readHelperResult(t, resFile); r.Err != "" || r.ExitCode != 0 {
+		t.Fatalf("sandbox: %+v output %q", r, tt.output())
+	}
+	after, err := unix.IoctlGetTermios(int(tt.s.Fd()), unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *after != *before {
+		t.Errorf("terminal settings changed by the agent outlive the sandbox: lflag %#x, was %#x", after.Lflag, before.Lflag)
+	}
+}

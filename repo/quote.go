@@ -1,0 +1,59 @@
+package repo
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// QuotePath makes a path (or link target) safe to print on a terminal, as
+// git's core.quotePath does for the bytes that matter: a name holding a
+// control character, DEL, a double quote, a backslash or invalid UTF-8 is
+// printed in double quotes with C escapes (\n, \t, \033, ...), so an
+// agent's file name can neither forge output lines nor send escape
+// sequences to the user's terminal. Other names, UTF-8 included, are
+// printed as they are.
+func QuotePath(p string) string {
+	if !needsQuote(p) {
+		return p
+	}
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(p); {
+		r, size := utf8.DecodeRuneInString(p[i:])
+		c := p[i]
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			octal(&b, c)
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c < 0x20 || c == 0x7f:
+			octal(&b, c)
+		default:
+			b.WriteString(p[i : i+size])
+		}
+		i += size
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func needsQuote(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
+			return true
+		}
+	}
+	return !utf8.ValidString(p)
+}
+
+func octal(b *strings.Builder, c byte) {
+	b.WriteByte('\\')
+	s := strconv.FormatUint(uint64(c), 8)
+	b.WriteString(strings.Repeat("0", 3-len(s)) + s)
+}

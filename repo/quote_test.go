@@ -1,0 +1,23 @@
+package repo
+
+import "testing"
+
+func TestQuotePath(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain/name.go", "plain/name.go"},
+		{"café/ünïcode", "café/ünïcode"},
+		{"with space", "with space"},
+		{"x\nD\tREADME.md", `"x\nD\tREADME.md"`},
+		{"title\x1b]0;T\x07", `"title\033]0;T\007"`},
+		{"clear\x1b[2J", `"clear\033[2J"`},
+		{`back\slash`, `"back\\slash"`},
+		{`quo"te`, `"quo\"te"`},
+		{"bad\xffutf8", `"bad\377utf8"`},
+		{"del\x7f", `"del\177"`},
+	}
+	for _, tc := range tests {
+		if got := QuotePath(tc.in); got != tc.want {
+			t.Errorf("QuotePath(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
