@@ -209,7 +209,7 @@ func (fs *FS) Write(ino uint64, p []byte, off int64) (int, error) {
 		return 0, errIsDir
 	}
 	end := off + int64(len(p))
-	if end > MaxFileSize {
+	if end > fs.maxSize {
 		return 0, syscall.EFBIG
 	}
 	if len(n.dirty) == 0 {
@@ -260,6 +260,24 @@ func (fs *FS) Write(ino uint64, p []byte, off int64) (int, error) {
 
 // MaxFileSize bounds file sizes (and so block indexes).
 const MaxFileSize = 1 << 50
+
+// fileSizeLimit is the largest file the overlay takes (EFBIG beyond): the
+// size of the filesystem holding the repository at path. A commit hashes
+// every byte of a file, holes included, so an agent's 1 PiB sparse file
+// would keep the commit (and every later command, which records
+// interrupted sessions first) busy for days; a file larger than the disk
+// could not be exported by a pull either.
+func fileSizeLimit(path string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil || st.Blocks == 0 {
+		return MaxFileSize
+	}
+	total := uint64(st.Blocks) * uint64(st.Bsize)
+	if total > MaxFileSize {
+		return MaxFileSize
+	}
+	return int64(total)
+}
 
 // ensureUpper copies a node up before its first change.
 func (fs *FS) ensureUpper(n *inode) error {
@@ -329,7 +347,7 @@ func (fs *FS) Setattr(ino uint64, s SetAttr) (Attr, error) {
 		if n.typ != objects.TypeFile {
 			return Attr{}, errInval
 		}
-		if *s.Size < 0 || *s.Size > MaxFileSize {
+		if *s.Size < 0 || *s.Size > fs.maxSize {
 			return Attr{}, syscall.EFBIG
 		}
 		if err := fs.truncateLocked(n, *s.Size); err != nil {

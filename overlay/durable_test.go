@@ -2,7 +2,9 @@ package overlay
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/artproject/art/repo"
@@ -136,4 +138,33 @@ func newWorktreeFS(t *testing.T) (*repo.Repo, *repo.Worktree, *FS) {
 		t.Fatal(err)
 	}
 	return r, wt, fs
+}
+
+// A file may not grow past the size of the repository's filesystem (a
+// commit hashes every byte, holes included: an agent's 1 PiB sparse file
+// kept the commit, and every command after it, busy for days).
+func TestFileSizeLimitedToRepositoryDisk(t *testing.T) {
+	_, _, fs := newWorktreeFS(t)
+	defer fs.Close()
+	if fs.maxSize <= 0 || fs.maxSize >= MaxFileSize {
+		t.Fatalf("limit %d: not the repository disk's size", fs.maxSize)
+	}
+	a, err := fs.Create(RootIno, "sparse", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := fs.maxSize + 1
+	if _, err := fs.Setattr(a.Ino, SetAttr{Size: &big}); !errors.Is(err, syscall.EFBIG) {
+		t.Errorf("truncate past the limit: %v, want EFBIG", err)
+	}
+	if _, err := fs.Write(a.Ino, []byte("x"), fs.maxSize); !errors.Is(err, syscall.EFBIG) {
+		t.Errorf("write past the limit: %v, want EFBIG", err)
+	}
+	if err := fs.Allocate(a.Ino, 0, big, false); !errors.Is(err, syscall.EFBIG) {
+		t.Errorf("fallocate past the limit: %v, want EFBIG", err)
+	}
+	ok := int64(1 << 20)
+	if _, err := fs.Setattr(a.Ino, SetAttr{Size: &ok}); err != nil {
+		t.Errorf("truncate to 1 MiB: %v", err)
+	}
 }

@@ -122,6 +122,9 @@ type FS struct {
 	r    *repo.Repo
 	wt   *repo.Worktree
 	opts Options
+	// maxSize bounds a file's size: MaxFileSize, or less (see
+	// fileSizeLimit).
+	maxSize int64
 	root objects.ID // lower root tree
 
 	ns      sync.RWMutex
@@ -155,7 +158,7 @@ func Open(r *repo.Repo, wt *repo.Worktree, opts Options) (*FS, error) {
 	if opts.Log == nil {
 		opts.Log = log.Default()
 	}
-	fs := &FS{r: r, wt: wt, opts: opts, root: c.Tree, inodes: map[uint64]*inode{}}
+	fs := &FS{r: r, wt: wt, opts: opts, root: c.Tree, inodes: map[uint64]*inode{}, maxSize: fileSizeLimit(r.Path)}
 	now := time.Now().UnixNano()
 	root := &inode{ino: RootIno, typ: objects.TypeDir, mode: 0o755, nlink: 2, lowerTree: c.Tree, mtime: now, ctime: now, atime: now, perm: policy.Write}
 	fs.inodes[RootIno] = root
