@@ -125,7 +125,7 @@ type FS struct {
 	// maxSize bounds a file's size: MaxFileSize, or less (see
 	// fileSizeLimit).
 	maxSize int64
-	root objects.ID // lower root tree
+	root    objects.ID // lower root tree
 
 	ns      sync.RWMutex
 	inodes  map[uint64]*inode
