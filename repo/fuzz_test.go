@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	ignore "github.com/sabhiram/go-gitignore"
-
 	"github.com/artproject/art/objects"
 )
 
@@ -88,7 +86,7 @@ func FuzzArtignore(f *testing.F) {
 		f.Add(s, "a/b.log")
 	}
 	f.Fuzz(func(t *testing.T, patterns, path string) {
-		sc := &scanner{ignore: ignore.CompileIgnoreLines(strings.Split(patterns, "\n")...)}
+		sc := &scanner{ignore: compileIgnore(patterns)}
 		sc.excluded(path, false)
 		sc.excluded(path, true)
 	})

@@ -409,3 +409,38 @@ func TestReadAdvice(t *testing.T) {
 		}
 	}
 }
+
+// .artignore follows git's rules (sabhiram/go-gitignore, used before,
+// dropped out/keep below and matched b/c at any depth).
+func TestArtignoreSemantics(t *testing.T) {
+	tests := []struct {
+		patterns string
+		path     string
+		dir      bool
+		want     bool
+	}{
+		{"out/*\n!out/keep", "out", true, false},
+		{"out/*\n!out/keep", "out/keep", false, false},
+		{"out/*\n!out/keep", "out/x", false, true},
+		{"b/c", "b/c", false, true},
+		{"b/c", "x/b/c", false, false},
+		{"/build/", "build", true, true},
+		{"/build/", "src/build", true, false},
+		{"build/", "src/build", true, true},
+		{"build/", "build", false, false},
+		{"*.o\n!keep.o", "a/keep.o", false, false},
+		{"*.o\n!keep.o", "a/x.o", false, true},
+		{"**/tmp", "a/b/tmp", false, true},
+		{"a/**/z", "a/b/c/z", false, true},
+		{"tr\\ ", "tr ", false, true},
+		{"crlf.txt\r\n", "crlf.txt", false, true},
+		{"# comment\n\n   \nx", "x", false, true},
+		{"\\#hash", "#hash", false, true},
+	}
+	for _, tc := range tests {
+		sc := &scanner{ignore: compileIgnore(tc.patterns)}
+		if got := sc.excluded(tc.path, tc.dir); got != tc.want {
+			t.Errorf("patterns %q: excluded(%q, dir=%v) = %v, want %v", tc.patterns, tc.path, tc.dir, got, tc.want)
+		}
+	}
+}

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"syscall"
 
-	ignore "github.com/sabhiram/go-gitignore"
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
@@ -70,7 +70,7 @@ func (s *syncedEntry) sameStat(h *hostEntry) bool {
 // shares: .art directories, .artignore, and the repository files.
 type scanner struct {
 	root     string
-	ignore   *ignore.GitIgnore
+	ignore   gitignore.Matcher
 	skipIno  map[[2]uint64]bool // (dev, ino) of repository files
 	skipPath map[string]bool    // absolute paths of repository files
 	repoPath string             // the repository file, "" when none
@@ -102,11 +102,27 @@ func newScanner(r *Repo, root string, warn func(string)) (*scanner, error) {
 	}
 	ig := filepath.Join(root, ".artignore")
 	if data, err := readIgnoreFile(ig); err == nil {
-		s.ignore = ignore.CompileIgnoreLines(strings.Split(string(data), "\n")...)
+		s.ignore = compileIgnore(string(data))
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read %s: %w", ig, err)
 	}
 	return s, nil
+}
+
+// compileIgnore parses .artignore in gitignore syntax, with git's matcher
+// semantics as go-git implements them (later patterns win, "!" re-includes,
+// a slash before the end anchors a pattern to the workspace root, a
+// trailing slash matches directories only, "**" spans directories).
+func compileIgnore(text string) gitignore.Matcher {
+	var ps []gitignore.Pattern
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		ps = append(ps, gitignore.ParsePattern(line, nil))
+	}
+	return gitignore.NewMatcher(ps)
 }
 
 // maxIgnoreSize bounds .artignore, which an agent's work can supply.
@@ -140,14 +156,8 @@ func (s *scanner) excluded(rel string, isDir bool) bool {
 		// would read config through it) nor stored by a push.
 		return true
 	}
-	if s.ignore != nil {
-		p := rel
-		if isDir {
-			p += "/"
-		}
-		if s.ignore.MatchesPath(p) {
-			return true
-		}
+	if s.ignore != nil && s.ignore.Match(strings.Split(rel, "/"), isDir) {
+		return true
 	}
 	return false
 }
