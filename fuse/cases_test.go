@@ -930,3 +930,42 @@ func TestTimesBefore1970(t *testing.T) {
 		}
 	}
 }
+
+// rewinddir shows the directory as it is then: names created since
+// opendir appear, removed ones are gone (the listing taken at opendir
+// used to be replayed).
+func TestRewinddirRelists(t *testing.T) {
+	m := newTestMount(t, setupCasesLower)
+	dir := m.WS("rewind")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"f1", "f2"} {
+		os.WriteFile(filepath.Join(dir, n), nil, 0o644)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	names := func() []string {
+		t.Helper()
+		ns, err := f.Readdirnames(-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(ns)
+		return ns
+	}
+	if got := names(); strings.Join(got, ",") != "f1,f2" {
+		t.Fatalf("first listing %v", got)
+	}
+	os.WriteFile(filepath.Join(dir, "f3"), nil, 0o644)
+	os.Remove(filepath.Join(dir, "f1"))
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); strings.Join(got, ",") != "f2,f3" {
+		t.Errorf("after rewinddir: %v, want [f2 f3]", got)
+	}
+}

@@ -180,6 +180,15 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 // Readdir lists the directory.
 func (n *Node) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno) {
 	defer n.s.guard("readdir", &errno, time.Now())
+	ents, errno := n.list()
+	if errno != 0 {
+		return nil, errno
+	}
+	return &dirStream{entries: ents, list: n.list}, 0
+}
+
+// list is the directory's listing as readdir returns it.
+func (n *Node) list() ([]gofuse.DirEntry, syscall.Errno) {
 	ents, err := n.s.ofs.Readdir(n.ino())
 	if err != nil {
 		return nil, overlay.Errno(err)
@@ -194,8 +203,45 @@ func (n *Node) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno
 	for _, e := range ents {
 		out = append(out, gofuse.DirEntry{Name: e.Name, Ino: e.Ino, Mode: typeMode(e.Type)})
 	}
-	return fs.NewListDirStream(out), 0
+	return out, 0
 }
+
+// dirStream serves a listing taken at opendir; offsets are positions in
+// it, so telldir/seekdir work. Seeking back to the start (rewinddir)
+// lists the directory again: POSIX wants the stream to show what the
+// directory holds then (go-fuse's list stream replayed the old listing).
+type dirStream struct {
+	idx     int
+	entries []gofuse.DirEntry
+	list    func() ([]gofuse.DirEntry, syscall.Errno)
+}
+
+func (d *dirStream) HasNext() bool { return d.idx < len(d.entries) }
+
+func (d *dirStream) Next() (gofuse.DirEntry, syscall.Errno) {
+	e := d.entries[d.idx]
+	d.idx++
+	e.Off = uint64(d.idx)
+	return e, 0
+}
+
+func (d *dirStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off == 0 {
+		ents, errno := d.list()
+		if errno != 0 {
+			return errno
+		}
+		d.entries, d.idx = ents, 0
+		return 0
+	}
+	if off > uint64(len(d.entries)) {
+		return syscall.EINVAL
+	}
+	d.idx = int(off)
+	return 0
+}
+
+func (d *dirStream) Close() {}
 
 // Mkdir creates a directory.
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
