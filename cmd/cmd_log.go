@@ -80,9 +80,11 @@ mount) and how many paths it added, modified and deleted.`,
 				}
 				starts = []objects.ID{id}
 			}
-			entries, err := r.Log(starts, n)
-			if err != nil {
-				return err
+			var entries []repo.LogEntry
+			if n != 0 { // -n 0 shows nothing, as in git; the default (-1) everything
+				if entries, err = r.Log(starts, max(n, 0)); err != nil {
+					return err
+				}
 			}
 			deco, err := r.Decorations()
 			if err != nil {
@@ -118,7 +120,7 @@ mount) and how many paths it added, modified and deleted.`,
 			return nil
 		},
 	}
-	c.Flags().IntVarP(&n, "max-count", "n", 0, "show at most N commits")
+	c.Flags().IntVarP(&n, "max-count", "n", -1, "show at most N commits (negative: all)")
 	c.Flags().BoolVar(&oneline, "oneline", false, "one line per commit")
 	c.Flags().BoolVar(&all, "all", false, "all branches")
 	c.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")

@@ -663,6 +663,13 @@ func aclMode(v []byte) (mode uint32, minimal bool, err error) {
 // CheckOpen applies the path policy to an open: view-only content cannot
 // be opened, read-only content not for writing (or truncating).
 func (fs *FS) CheckOpen(ino uint64, write bool) error {
+	if write {
+		// A read-only mount refuses the open itself, as a read-only
+		// filesystem does, not only the first write.
+		if err := fs.checkWritable(); err != nil {
+			return err
+		}
+	}
 	n, err := fs.node(ino)
 	if err != nil {
 		return err

@@ -474,6 +474,14 @@ func TestReadOnly(t *testing.T) {
 	if err := fs.Rename(ws, "top", ws, "x", 0); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("rename: %v", err)
 	}
+	// An open for writing is refused at the open, as on a read-only
+	// filesystem (it used to succeed, and only the write failed).
+	if err := fs.CheckOpen(e.ino("ws/top"), true); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("open for writing: %v", err)
+	}
+	if err := fs.CheckOpen(e.ino("ws/top"), false); err != nil {
+		t.Errorf("open for reading: %v", err)
+	}
 	if got := e.read("ws/top"); got != "lower top" {
 		t.Errorf("read: %q", got)
 	}

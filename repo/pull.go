@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -763,14 +764,40 @@ func chmodFD(fd int, mode uint32) error {
 	return err
 }
 
+// writeContent writes a file's stored content into f, leaving holes where
+// it holds runs of 64 KiB of zeros: an agent's sparse file (cheap in the
+// repository, whose chunks dedupe zeros) must not fill the host's disk.
 func (p *puller) writeContent(f *os.File, e *objects.Entry) error {
 	fr, err := objects.NewFileReader(p.r, e.ID, int64(e.Size))
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(f, fr)
-	return err
+	buf := make([]byte, holeBlock)
+	var off int64
+	for {
+		n, err := io.ReadFull(fr, buf)
+		if n > 0 {
+			if !bytes.Equal(buf[:n], zeroBlock[:n]) {
+				if _, werr := f.WriteAt(buf[:n], off); werr != nil {
+					return werr
+				}
+			}
+			off += int64(n)
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return f.Truncate(off) // the size, trailing holes included
 }
+
+// holeBlock is the unit in which a pull leaves zeros out as holes.
+const holeBlock = 64 << 10
+
+var zeroBlock [holeBlock]byte
 
 // refresh brings an entry whose content already matches up to date:
 // directory contents, modes and times.

@@ -394,3 +394,33 @@ func TestArtignoreMustBeRegular(t *testing.T) {
 		t.Fatalf("status with .artignore -> /dev/zero: %v", err)
 	}
 }
+
+// A pull leaves runs of zeros as holes: an agent's sparse file (a few
+// bytes stored) used to become gigabytes on the host's disk.
+func TestPullKeepsSparseFilesSparse(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	const size = 64 << 20
+	f, err := os.Create(filepath.Join(ws, "sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(size)
+	f.WriteAt([]byte("data in the middle"), 32<<20+5)
+	f.Close()
+	writeFiles(t, ws, map[string]string{"dense": strings.Repeat("z", 100000)})
+	v := push(t, r, ws, "sparse").Commit
+	dst := filepath.Join(t.TempDir(), "ws")
+	pull(t, r, dst, v)
+	compareDirs(t, ws, dst, true, true)
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(dst, "sparse"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != size {
+		t.Fatalf("size %d, want %d", st.Size, size)
+	}
+	if used := st.Blocks * 512; used > 1<<20 {
+		t.Errorf("the pulled sparse file takes %d bytes of disk for 18 bytes of data", used)
+	}
+}
