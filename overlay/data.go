@@ -579,6 +579,17 @@ func (fs *FS) SetXattr(ino uint64, name string, value []byte, flags uint32, remo
 	}
 	i := sort.Search(len(n.xattrs), func(i int) bool { return n.xattrs[i].Name >= name })
 	exists := i < len(n.xattrs) && n.xattrs[i].Name == name
+	if !remove {
+		total := len(name) + len(value)
+		for j, x := range n.xattrs {
+			if !(exists && j == i) {
+				total += len(x.Name) + len(x.Value)
+			}
+		}
+		if total > MaxXattrBytes {
+			return syscall.ENOSPC
+		}
+	}
 	switch {
 	case remove:
 		if !exists {
@@ -603,6 +614,13 @@ func (fs *FS) SetXattr(ino uint64, name string, value []byte, flags uint32, remo
 	fs.p.dirtyInodeLocked(n)
 	return nil
 }
+
+// MaxXattrBytes bounds the names and values of one file's xattrs together,
+// as local filesystems do (ext4: one block; XFS: 64 KiB per value). They
+// live in memory and in every journal record of the file, so without a
+// bound an agent's 16 MiB per file (256 values of 64 KiB) made art's
+// memory grow without limit (160 MiB of xattrs: 1.9 GB).
+const MaxXattrBytes = 64 << 10
 
 // Statfs reports the free space of the filesystem holding the repository.
 func (fs *FS) Statfs() (syscall.Statfs_t, error) {

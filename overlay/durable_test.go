@@ -168,3 +168,33 @@ func TestFileSizeLimitedToRepositoryDisk(t *testing.T) {
 		t.Errorf("truncate to 1 MiB: %v", err)
 	}
 }
+
+// One file's xattrs take at most MaxXattrBytes together (ENOSPC beyond, as
+// on a local filesystem); replacing a value counts it once.
+func TestXattrTotalBounded(t *testing.T) {
+	_, _, fs := newWorktreeFS(t)
+	defer fs.Close()
+	a, err := fs.Create(RootIno, "x", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := make([]byte, MaxXattrBytes/2-8) // with its name, 6 bytes short of half
+	if err := fs.SetXattr(a.Ino, "user.a", half, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.SetXattr(a.Ino, "user.b", half, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.SetXattr(a.Ino, "user.c", []byte("one more"), 0, false); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("xattr past the bound: %v, want ENOSPC", err)
+	}
+	if err := fs.SetXattr(a.Ino, "user.a", half, 0, false); err != nil {
+		t.Fatalf("replacing a value of the same size: %v", err)
+	}
+	if err := fs.SetXattr(a.Ino, "user.b", nil, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.SetXattr(a.Ino, "user.c", []byte("fits now"), 0, false); err != nil {
+		t.Fatalf("after a removal: %v", err)
+	}
+}
