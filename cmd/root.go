@@ -177,10 +177,14 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 
 // openRepo discovers and opens the repository for a workspace directory.
 // defaultWorkspace is the workspace a command uses: dir (-m) when given;
-// otherwise the current directory, or, when the repository found by
-// searching upward lives in an ancestor's .art, that ancestor, as git works
-// from a subdirectory of its work tree (a push from ws/src must not record
-// a workspace "src"). With -d or $ART_DB nothing is searched.
+// otherwise the current directory, unless the repository found by
+// searching upward lives in an ancestor's .art, that ancestor is a
+// workspace the repository already synced and the current directory is
+// not: then the ancestor, as git works from a subdirectory of its work
+// tree (a push from ws/src must not record a workspace "src"). A
+// repository in a parent directory holding several workspaces (each
+// synced under its own name, the parent never) keeps the current
+// directory. With -d or $ART_DB nothing is searched.
 func (g *globals) defaultWorkspace(c *cobra.Command, dir string) string {
 	if c.Flags().Changed("mount") || g.db != "" || os.Getenv("ART_DB") != "" {
 		return dir
@@ -189,7 +193,20 @@ func (g *globals) defaultWorkspace(c *cobra.Command, dir string) string {
 	if err != nil {
 		return dir
 	}
-	return filepath.Dir(filepath.Dir(p))
+	owner := filepath.Dir(filepath.Dir(p))
+	cwd, err := filepath.Abs(dir)
+	if err != nil || owner == cwd {
+		return dir
+	}
+	r, err := repo.Open(p)
+	if err != nil {
+		return dir
+	}
+	defer r.Close()
+	if r.KnownWorkspace(owner) && !r.KnownWorkspace(cwd) {
+		return owner
+	}
+	return dir
 }
 
 func (g *globals) openRepo(workspace string) (*repo.Repo, error) {

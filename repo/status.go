@@ -17,6 +17,14 @@ type Drift struct {
 // Clean reports whether nothing changed.
 func (d *Drift) Clean() bool { return len(d.Added)+len(d.Modified)+len(d.Deleted) == 0 }
 
+// KnownWorkspace reports whether a push or pull has synced the host
+// directory abs.
+func (r *Repo) KnownWorkspace(abs string) bool {
+	var n int
+	err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, abs).Scan(&n)
+	return err == nil && n > 0
+}
+
 // HostDrift compares a host workspace with its sync state. Files whose
 // stat changed are re-hashed, so a touch without a change is not drift.
 func (r *Repo) HostDrift(dir string) (*Drift, error) {
