@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -967,5 +968,50 @@ func TestRewinddirRelists(t *testing.T) {
 	}
 	if got := names(); strings.Join(got, ",") != "f2,f3" {
 		t.Errorf("after rewinddir: %v, want [f2 f3]", got)
+	}
+}
+
+// An access ACL changes the mode bits; with attributes cached for an hour
+// the kernel must still stop granting what the ACL revoked (another user
+// could read the file until something refreshed its attributes).
+func TestACLRevokesAtOnce(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to act as another user")
+	}
+	m := newTestMountAs(t, setupCasesLower, true)
+	p := m.WS("acl-file")
+	if err := os.WriteFile(p, []byte("secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The parents must be searchable by nobody.
+	for d := p; d != "/"; d = filepath.Dir(d) {
+		if d != p {
+			if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o001 == 0 {
+				os.Chmod(d, st.Mode().Perm()|0o005)
+			}
+		}
+	}
+	readAsNobody := func() error {
+		cmd := exec.Command("cat", p)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	if err := readAsNobody(); err != nil {
+		t.Fatalf("nobody cannot read a 0644 file: %v", err)
+	}
+	// u::rw- g::r-- o::--- (POSIX ACL xattr, version 2).
+	acl := []byte{2, 0, 0, 0,
+		1, 0, 6, 0, 0xff, 0xff, 0xff, 0xff,
+		4, 0, 4, 0, 0xff, 0xff, 0xff, 0xff,
+		0x20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}
+	if err := unix.Setxattr(p, "system.posix_acl_access", acl, 0); err != nil {
+		t.Fatalf("set ACL: %v", err)
+	}
+	if err := readAsNobody(); err == nil {
+		t.Fatal("nobody still reads the file after an ACL revoked other's read permission")
 	}
 }

@@ -67,6 +67,8 @@ type testMount struct {
 	OFS    *overlay.FS
 	srv    *gofuse.Server
 
+	allowOther bool // mounted with allow_other
+
 	artLog  *syncBuffer // internal errors of the overlay (must stay empty)
 	fuseLog *syncBuffer // go-fuse and adapter messages (no panics allowed)
 	// AllowLog lets a test that provokes internal errors (corruption)
@@ -86,10 +88,17 @@ func (m *testMount) WS(rel ...string) string {
 // fails the test if a mount or a file descriptor is left behind.
 func newTestMount(t testing.TB, setup func(dir string)) *testMount {
 	t.Helper()
+	return newTestMountAs(t, setup, false)
+}
+
+// newTestMountAs is newTestMount, with allow_other when allowOther is set
+// (other users reach the mount).
+func newTestMountAs(t testing.TB, setup func(dir string), allowOther bool) *testMount {
+	t.Helper()
 	requireFUSE(t)
 	fdsBefore := openFDs(t)
 	tmp := t.TempDir()
-	m := &testMount{t: t, DBPath: filepath.Join(tmp, "repo", "art.db"), Branch: "main", Dir: filepath.Join(tmp, "mnt"), artLog: &syncBuffer{}, fuseLog: &syncBuffer{}}
+	m := &testMount{t: t, DBPath: filepath.Join(tmp, "repo", "art.db"), Branch: "main", Dir: filepath.Join(tmp, "mnt"), artLog: &syncBuffer{}, fuseLog: &syncBuffer{}, allowOther: allowOther}
 	r, err := repo.Init(m.DBPath)
 	if err != nil {
 		t.Fatal(err)
@@ -165,8 +174,9 @@ func (m *testMount) mount() {
 	m.t.Helper()
 	srv, err := Mount(m.Dir, m.OFS, Options{
 		UID: uint32(os.Getuid()), GID: uint32(os.Getgid()),
-		Debug: os.Getenv("ART_FUSE_DEBUG") != "",
-		Log:   log.New(io.MultiWriter(m.fuseLog, debugSink()), "", log.Lmicroseconds),
+		AllowOther: m.allowOther,
+		Debug:      os.Getenv("ART_FUSE_DEBUG") != "",
+		Log:        log.New(io.MultiWriter(m.fuseLog, debugSink()), "", log.Lmicroseconds),
 	})
 	if err != nil {
 		m.t.Fatalf("mount %s: %v", m.Dir, err)

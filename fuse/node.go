@@ -391,7 +391,17 @@ func (n *Node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 // Setxattr sets an attribute.
 func (n *Node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
 	defer n.s.guard("setxattr", &errno, time.Now())
-	return overlay.Errno(n.s.ofs.SetXattr(n.ino(), attr, data, flags, false))
+	if err := n.s.ofs.SetXattr(n.ino(), attr, data, flags, false); err != nil {
+		return overlay.Errno(err)
+	}
+	if attr == "system.posix_acl_access" {
+		// An access ACL sets the mode bits, behind the kernel's back (it
+		// does not invalidate attributes here without FUSE_POSIX_ACL,
+		// which go-fuse does not negotiate): with attributes cached for
+		// an hour, permissions the ACL revoked would keep being granted.
+		n.NotifyContent(-1, 0)
+	}
+	return 0
 }
 
 // Removexattr removes an attribute.

@@ -262,22 +262,23 @@ func (fs *FS) Write(ino uint64, p []byte, off int64) (int, error) {
 const MaxFileSize = 1 << 50
 
 // fileSizeLimit is the largest file the overlay takes (EFBIG beyond): the
-// size of the filesystem holding the repository at path. A commit hashes
-// every byte of a file, holes included, so an agent's 1 PiB sparse file
-// would keep the commit (and every later command, which records
-// interrupted sessions first) busy for days; a file larger than the disk
-// could not be exported by a pull either.
+// size of the filesystem holding the repository at path, but at least
+// minFileSizeLimit (on a small disk a file runs out of space first, with
+// ENOSPC, as on a local disk). A commit hashes every byte of a file, holes
+// included, so an agent's 1 PiB sparse file would keep the commit (and
+// every later command, which records interrupted sessions first) busy for
+// days.
 func fileSizeLimit(path string) int64 {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil || st.Blocks == 0 {
 		return MaxFileSize
 	}
 	total := uint64(st.Blocks) * uint64(st.Bsize)
-	if total > MaxFileSize {
-		return MaxFileSize
-	}
-	return int64(total)
+	return int64(min(max(total, minFileSizeLimit), MaxFileSize))
 }
+
+// minFileSizeLimit is the least fileSizeLimit gives.
+const minFileSizeLimit = 16 << 30
 
 // ensureUpper copies a node up before its first change.
 func (fs *FS) ensureUpper(n *inode) error {

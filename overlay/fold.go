@@ -95,6 +95,15 @@ func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
 	if err := tx.Commit(); err != nil {
 		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
 	}
+	// The journal may hold fsynced data the commit now holds: make the
+	// commit as durable before the journal goes (the WAL is not fsynced
+	// at commit). If that fails the journal stays; replaying it into the
+	// deleted worktree is harmless.
+	if err := syncFile(fs.r.Path + "-wal"); err != nil {
+		fs.logf("sync repository after the commit: %v (the journal is kept)", err)
+		fs.p.j.close()
+		return id, nil
+	}
 	if err := fs.p.j.remove(); err != nil {
 		fs.logf("remove journal: %v", err)
 	}
@@ -117,6 +126,11 @@ func (fs *FS) Close() error {
 	}
 	if cerr := fs.p.close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		// What the journal held is in SQLite; it must be as durable
+		// there before the journal goes.
+		err = syncFile(fs.r.Path + "-wal")
 	}
 	if err != nil {
 		fs.p.j.close() // keep it: the next Open replays it

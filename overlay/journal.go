@@ -142,6 +142,12 @@ func replayJournal(r *repo.Repo, wt *repo.Worktree, path string) error {
 		if err := applyRecords(r, wt.ID, recs); err != nil {
 			return fmt.Errorf("replay journal: %w", err)
 		}
+		// The journal is emptied next: the replayed records, which may
+		// hold fsynced data, must first be as durable in SQLite (its WAL
+		// is not fsynced at commit).
+		if err := syncFile(r.Path + "-wal"); err != nil {
+			return fmt.Errorf("replay journal: sync repository: %w", err)
+		}
 	}
 	return nil
 }

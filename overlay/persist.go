@@ -50,6 +50,8 @@ type persister struct {
 	kick    chan struct{}
 	stop    chan struct{}
 	stopped chan struct{}
+
+	afterSwap func() // tests: runs in snapshot after the dirty keys are taken
 }
 
 type direntKey struct {
@@ -294,9 +296,14 @@ func (p *persister) snapshot() *record {
 	inodes, dirents, blocks := p.inodes, p.dirents, p.blocks
 	p.inodes, p.dirents, p.blocks = map[uint64]*inode{}, map[direntKey]struct{}{}, map[blockKey]objects.ID{}
 	p.mu.Unlock()
+	if p.afterSwap != nil {
+		p.afterSwap()
+	}
+	priorSize := map[uint64]int64{} // per file: the size before its unstored writes
 	for _, n := range inodes {
 		n.mu.Lock()
 		row := inodeRow{ino: n.ino, deleted: n.deleted || !n.upper}
+		priorSize[n.ino] = min(n.size, n.storedSize)
 		if !row.deleted {
 			row.typ, row.mode, row.nlink = n.typ, n.mode, n.nlink
 			row.size, row.mtime, row.ctime, row.atime = n.size, n.mtime, n.ctime, n.atime
@@ -345,6 +352,23 @@ func (p *persister) snapshot() *record {
 	// Lock order is ns, inode, persister: attach chunk data last.
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// A file whose dirty data was stored after the keys were taken (a
+	// Flush in between) would be journaled at its new size without those
+	// blocks, and a crash before the next record would show zeros: it
+	// stays dirty for the next record, which holds both.
+	// Its row keeps the size its earlier blocks stand for (the row must
+	// stay: a new file's entry names it).
+	stored := map[uint64]bool{}
+	for k := range p.blocks {
+		stored[k.ino] = true
+	}
+	for i := range rec.inodes {
+		r := &rec.inodes[i]
+		if n := fs.inodes[r.ino]; n != nil && stored[r.ino] && !r.deleted && r.typ == objects.TypeFile {
+			r.size = min(r.size, priorSize[r.ino])
+			p.inodes[r.ino] = n
+		}
+	}
 	for _, r := range rec.blocks {
 		if r.present {
 			if c, ok := p.chunks[r.id]; ok && rec.chunks[r.id] == nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -68,6 +69,11 @@ type puller struct {
 	conflicts []string
 	blockers  []string // what even --force cannot override
 	raced     []string // entries the host changed while the pull ran
+	// touched counts the changes the pull itself made to each host inode
+	// (a chmod, new times, an unlinked or replaced name): another name of
+	// the same inode (a hard link) then shows a new ctime that is no sign
+	// of a change by the host.
+	touched map[uint64]int
 	res       PullResult
 	report    func(string)
 	ws        string       // workspace name, for reported paths
@@ -132,7 +138,7 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pull: create %s: %w", dir, err)
 	}
-	p := &puller{r: r, dir: dir, ws: name, report: o.Report, host: map[string]*hostEntry{}}
+	p := &puller{r: r, dir: dir, ws: name, report: o.Report, host: map[string]*hostEntry{}, touched: map[uint64]int{}}
 	if p.sc, err = newScanner(r, dir, nil); err != nil {
 		return nil, err
 	}
@@ -336,6 +342,14 @@ func (p *puller) plan(n *pullNode) error {
 		switch {
 		case h == nil:
 			kid.op = opWrite
+			if n.host != nil && n.host.typ == objects.TypeDir {
+				var st unix.Stat_t
+				if unix.Lstat(filepath.Join(p.dir, filepath.FromSlash(rel)), &st) == nil {
+					// Something the scan does not track (a socket, a
+					// device) holds the name.
+					p.blockers = append(p.blockers, rel+" (a socket or device file is in the way; the commit has a "+e.Type.String()+" there)")
+				}
+			}
 		case h.typ == objects.TypeDir && e.Type == objects.TypeDir:
 			kid.op = opKeep
 		default:
@@ -345,7 +359,7 @@ func (p *puller) plan(n *pullNode) error {
 			}
 			if same {
 				kid.op = opKeep
-				if h.typ != objects.TypeDir && h.mode != hostMode(e) && h.old != nil && h.old.mode != h.mode {
+				if h.typ != objects.TypeDir && h.mode != hostMode(e, h) && h.old != nil && h.old.mode != h.mode {
 					p.conflict(rel, "mode changed on the host")
 				}
 				break
@@ -360,7 +374,7 @@ func (p *puller) plan(n *pullNode) error {
 				switch {
 				case p.sc.holdsRepo(abs):
 					p.blockers = append(p.blockers, rel+" (a directory holding the repository; the commit has a "+e.Type.String()+" there)")
-				case len(kid.kids) > 0 && p.hasKept(kid):
+				case len(kid.kids) > 0 && p.hasKept(kid) || p.holdsUntracked(h):
 					p.blockers = append(p.blockers, rel+" (a directory holding files the repository never had; the commit has a "+e.Type.String()+" there)")
 				}
 				continue
@@ -435,6 +449,32 @@ func (p *puller) planRemoval(n *pullNode) error {
 	return nil
 }
 
+// holdsUntracked reports whether the host directory h holds, at any depth,
+// entries the scan does not list (ignored files, sockets, devices): a
+// pull replacing h could not remove them.
+func (p *puller) holdsUntracked(h *hostEntry) bool {
+	ents, err := os.ReadDir(filepath.Join(p.dir, filepath.FromSlash(h.rel)))
+	if err != nil {
+		return true
+	}
+	kids := map[string]*hostEntry{}
+	for _, k := range h.kids {
+		kids[path.Base(k.rel)] = k
+	}
+	for _, e := range ents {
+		k := kids[e.Name()]
+		switch {
+		case k == nil && strings.HasPrefix(e.Name(), pullTemp):
+			// a dead pull's temporary, removed with the directory
+		case k == nil:
+			return true
+		case k.typ == objects.TypeDir && p.holdsUntracked(k):
+			return true
+		}
+	}
+	return false
+}
+
 // hasKept reports whether removing n would leave host-only content behind.
 func (p *puller) hasKept(n *pullNode) bool {
 	for _, k := range n.kids {
@@ -499,6 +539,7 @@ func (p *puller) remove(dfd int, n *pullNode) error {
 		if err := unix.Unlinkat(dfd, n.name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("remove %s: %w", n.rel, err)
 		}
+		p.touched[n.host.ino]++
 		p.res.Deleted++
 		p.say("DELETE", n.rel, "")
 		return nil
@@ -563,22 +604,40 @@ func createTemp(create func(name string) error) (string, error) {
 
 // write creates the stored entry under its name, atomically for files,
 // links and fifos (temporary name, then rename).
-func (p *puller) write(dfd int, n *pullNode) error {
+func (p *puller) write(dfd int, n *pullNode) (werr error) {
 	e := n.stored
-	if n.host == nil {
-		p.res.Created++
-	} else {
-		p.res.Updated++
+	counted := func() {
+		if n.host == nil {
+			p.res.Created++
+		} else {
+			p.res.Updated++
+		}
 	}
+	// Files, links and fifos are reported once installed: one the host
+	// changed meanwhile is left alone and reported as such instead.
+	defer func() {
+		if werr != nil || n.raced || e.Type == objects.TypeDir || n.wrote == nil {
+			return
+		}
+		counted()
+		switch e.Type {
+		case objects.TypeFile:
+			p.say("FILE", n.rel, fmt.Sprintf(" (%d bytes, %s)", e.Size, e.ID.Short()))
+		case objects.TypeSymlink:
+			p.say("LINK", n.rel, " -> "+QuotePath(e.Target))
+		case objects.TypeFifo:
+			p.say("FIFO", n.rel, "")
+		}
+	}()
 	switch e.Type {
 	case objects.TypeDir:
 		if err := unix.Mkdirat(dfd, n.name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("create directory %s: %w", n.rel, err)
 		}
+		counted()
 		p.say("DIR", n.rel, "")
 		return p.refresh(dfd, n)
 	case objects.TypeFile:
-		p.say("FILE", n.rel, fmt.Sprintf(" (%d bytes, %s)", e.Size, e.ID.Short()))
 		var fd int
 		tmp, err := createTemp(func(name string) (err error) {
 			fd, err = unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
@@ -590,7 +649,7 @@ func (p *puller) write(dfd int, n *pullNode) error {
 		f := os.NewFile(uintptr(fd), n.rel)
 		err = p.writeContent(f, e)
 		if err == nil {
-			err = unix.Fchmod(fd, hostMode(e))
+			err = unix.Fchmod(fd, hostMode(e, n.host))
 		}
 		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
@@ -612,7 +671,6 @@ func (p *puller) write(dfd int, n *pullNode) error {
 			return fmt.Errorf("write %s: %w", n.rel, err)
 		}
 	case objects.TypeSymlink:
-		p.say("LINK", n.rel, " -> "+QuotePath(e.Target))
 		tmp, err := createTemp(func(name string) error { return unix.Symlinkat(e.Target, dfd, name) })
 		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
@@ -625,12 +683,11 @@ func (p *puller) write(dfd int, n *pullNode) error {
 			return fmt.Errorf("write link %s: %w", n.rel, err)
 		}
 	case objects.TypeFifo:
-		p.say("FIFO", n.rel, "")
-		tmp, err := createTemp(func(name string) error { return unix.Mkfifoat(dfd, name, hostMode(e)) })
+		tmp, err := createTemp(func(name string) error { return unix.Mkfifoat(dfd, name, hostMode(e, nil)) })
 		if err == nil {
 			// mkfifoat applied the umask; a fifo (unlike a file) can be
 			// changed through an O_PATH descriptor without opening it.
-			err = chmodNoFollow(dfd, tmp, objects.TypeFifo, hostMode(e))
+			err = chmodNoFollow(dfd, tmp, objects.TypeFifo, hostMode(e, n.host))
 		}
 		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
@@ -652,9 +709,16 @@ func (p *puller) write(dfd int, n *pullNode) error {
 // agent could make the user's files writable by every local user).
 const unsafeModeBits = unix.S_ISUID | unix.S_ISGID | 0o002
 
-// hostMode is the mode a pull gives the host entry of e.
-func hostMode(e *objects.Entry) uint32 {
-	return e.Mode &^ unsafeModeBits
+// hostMode is the mode a pull gives the host entry of e, where h (nil if
+// none) is what the host has there: unsafe bits are never added, but
+// those the host entry already has (the user's own setgid directory, say)
+// are kept when the commit has them too.
+func hostMode(e *objects.Entry, h *hostEntry) uint32 {
+	m := e.Mode &^ unsafeModeBits
+	if h != nil && h.typ == e.Type {
+		m |= e.Mode & unsafeModeBits & h.mode
+	}
+	return m
 }
 
 // errRaced stops the installation of one entry whose name the host changed
@@ -694,10 +758,10 @@ func (p *puller) install(dfd int, tmp string, n *pullNode) error {
 		}
 	} else {
 		var st unix.Stat_t
-		if serr := unix.Fstatat(dfd, n.name, &st, unix.AT_SYMLINK_NOFOLLOW); serr != nil || !sameHostStat(n.host, &st) {
+		if serr := unix.Fstatat(dfd, n.name, &st, unix.AT_SYMLINK_NOFOLLOW); serr != nil || !p.unchangedSinceScan(n.host, &st) {
 			err = errRaced
-		} else {
-			err = unix.Renameat(dfd, tmp, dfd, n.name)
+		} else if err = unix.Renameat(dfd, tmp, dfd, n.name); err == nil {
+			p.touched[st.Ino]++
 		}
 	}
 	if errors.Is(err, errRaced) {
@@ -732,6 +796,16 @@ func statType(mode uint32) objects.Type {
 func sameHostStat(h *hostEntry, st *unix.Stat_t) bool {
 	return statType(st.Mode) == h.typ && st.Ino == h.ino && st.Mtim.Nano() == h.mtime && st.Ctim.Nano() == h.ctime &&
 		(h.typ != objects.TypeFile || st.Size == h.size)
+}
+
+// unchangedSinceScan reports whether st is still the entry h the scan saw.
+// For an inode the pull itself changed through another name, times and
+// the link count moved with that change, so only identity and size count.
+func (p *puller) unchangedSinceScan(h *hostEntry, st *unix.Stat_t) bool {
+	if p.touched[st.Ino] > 0 {
+		return statType(st.Mode) == h.typ && st.Ino == h.ino && (h.typ != objects.TypeFile || st.Size == h.size)
+	}
+	return sameHostStat(h, st)
 }
 
 // chmodNoFollow changes the mode of name in dfd if it is an entry of type
@@ -814,12 +888,12 @@ func (p *puller) refresh(dfd int, n *pullNode) error {
 		if err := p.applyDir(sub, n); err != nil {
 			return err
 		}
-		if err := unix.Fchmod(sub, hostMode(e)); err != nil {
+		if err := unix.Fchmod(sub, hostMode(e, n.host)); err != nil {
 			return fmt.Errorf("chmod %s: %w", n.rel, err)
 		}
 		return unix.UtimesNanoAt(sub, ".", []unix.Timespec{ts, ts}, 0)
 	case objects.TypeFile, objects.TypeFifo:
-		if n.host != nil && n.host.mode == hostMode(e) && n.host.mtime == e.MTime {
+		if n.host != nil && n.host.mode == hostMode(e, n.host) && n.host.mtime == e.MTime {
 			return nil
 		}
 		// The entry must still be what the scan saw (and never a link
@@ -837,11 +911,11 @@ func (p *puller) refresh(dfd int, n *pullNode) error {
 		if err := unix.Fstat(fd, &st); err != nil {
 			return fmt.Errorf("stat %s: %w", n.rel, err)
 		}
-		if n.host == nil || !sameHostStat(n.host, &st) {
+		if n.host == nil || !p.unchangedSinceScan(n.host, &st) {
 			p.race(n)
 			return nil
 		}
-		if err := chmodFD(fd, hostMode(e)); err != nil {
+		if err := chmodFD(fd, hostMode(e, n.host)); err != nil {
 			return fmt.Errorf("chmod %s: %w", n.rel, err)
 		}
 		if err := unix.UtimesNanoAt(dfd, n.name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
@@ -851,6 +925,7 @@ func (p *puller) refresh(dfd int, n *pullNode) error {
 			return fmt.Errorf("stat %s: %w", n.rel, err)
 		}
 		n.wrote = &st
+		p.touched[st.Ino]++
 		return nil
 	case objects.TypeSymlink:
 		return unix.UtimesNanoAt(dfd, n.name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
@@ -871,8 +946,8 @@ func (p *puller) recordSynced(root *pullNode) error {
 			}
 			var st unix.Stat_t
 			abs := filepath.Join(p.dir, filepath.FromSlash(k.rel))
-			if err := unix.Lstat(abs, &st); errors.Is(err, unix.ENOENT) && k.stored.Type != objects.TypeDir {
-				p.race(k)
+			if err := unix.Lstat(abs, &st); errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+				p.race(k) // removed by the host meanwhile (with what is below)
 				continue
 			} else if err != nil {
 				return fmt.Errorf("pull: stat %s: %w", abs, err)
@@ -912,13 +987,17 @@ func (p *puller) holdsStored(k *pullNode, st *unix.Stat_t) bool {
 		return true
 	}
 	switch {
+	case k.wrote != nil && k.op == opKeep && p.touched[st.Ino] > 1:
+		// Refreshed here, then again through another name (a hard
+		// link): the last refresh's mode and times are what it has.
+		return st.Ino == k.wrote.Ino && st.Size == k.wrote.Size
 	case k.wrote != nil:
 		w := k.wrote
 		return st.Ino == w.Ino && st.Size == w.Size && st.Mtim == w.Mtim && st.Mode == w.Mode
 	case k.op == opKeep && k.host != nil && e.Type == objects.TypeSymlink:
 		return st.Ino == k.host.ino // a link's target changes only with a new inode
 	case k.op == opKeep && k.host != nil:
-		return sameHostStat(k.host, st)
+		return p.unchangedSinceScan(k.host, st)
 	}
 	return false
 }

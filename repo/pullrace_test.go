@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -422,5 +423,131 @@ func TestPullKeepsSparseFilesSparse(t *testing.T) {
 	}
 	if used := st.Blocks * 512; used > 1<<20 {
 		t.Errorf("the pulled sparse file takes %d bytes of disk for 18 bytes of data", used)
+	}
+}
+
+// Hard-linked host names share an inode: what the pull does through one
+// name (replace, unlink, chmod, new times) changes the other's ctime, and
+// must not pass for a change by the host (it made the pull fail, for good
+// after a retry).
+func TestPullOverHardLinks(t *testing.T) {
+	cases := []struct {
+		name   string
+		target func(t *testing.T, ws string) // the commit to pull, from a and b with content "one\n"
+	}{
+		{"replace one name", func(t *testing.T, ws string) { writeFiles(t, ws, map[string]string{"a": "two\n"}) }},
+		{"delete one name", func(t *testing.T, ws string) { os.Remove(filepath.Join(ws, "a")) }},
+		{"mode of both", func(t *testing.T, ws string) {
+			os.Chmod(filepath.Join(ws, "a"), 0o755)
+			os.Chmod(filepath.Join(ws, "b"), 0o755)
+		}},
+		{"times of both", func(t *testing.T, ws string) {
+			old := time.Unix(1_000_000_000, 0)
+			os.Chtimes(filepath.Join(ws, "a"), old, old)
+			os.Chtimes(filepath.Join(ws, "b"), old, old)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			src := newWorkspace(t, "ws")
+			writeFiles(t, src, map[string]string{"a": "one\n", "b": "one\n"})
+			v1 := push(t, r, src, "v1").Commit
+			c.target(t, src)
+			v2 := push(t, r, src, "v2").Commit
+			ws := filepath.Join(t.TempDir(), "ws")
+			pull(t, r, ws, v1)
+			// The host makes a and b one inode.
+			os.Remove(filepath.Join(ws, "b"))
+			if err := os.Link(filepath.Join(ws, "a"), filepath.Join(ws, "b")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Pull(PullOptions{Dir: ws, Commit: v2, Force: true}); err != nil {
+				t.Fatalf("pull over hard links: %v", err)
+			}
+			if _, err := r.Pull(PullOptions{Dir: ws, Commit: v2}); err != nil {
+				t.Fatalf("second pull: %v", err)
+			}
+		})
+	}
+}
+
+// A pull never adds setuid, setgid or other-write bits, but keeps those
+// the user's own host entries have (it stripped them from a setgid shared
+// directory on every pull).
+func TestPullKeepsHostsOwnUnsafeBits(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"shared/f": "x\n", "tool": "#!/bin/sh\n"})
+	os.Chmod(filepath.Join(ws, "shared"), 0o2775|os.ModeSetgid)
+	os.Chmod(filepath.Join(ws, "tool"), 0o755|os.ModeSetuid)
+	v := push(t, r, ws, "mine").Commit
+	res := pull(t, r, ws, v)
+	if res.Created+res.Updated+res.Deleted != 0 {
+		t.Errorf("pull of the unchanged commit: %+v", res)
+	}
+	for p, want := range map[string]uint32{"shared": 0o2775, "tool": 0o4755} {
+		var st unix.Stat_t
+		unix.Lstat(filepath.Join(ws, p), &st)
+		if st.Mode&0o7777 != want {
+			t.Errorf("%s: mode %o after the pull, want %o", p, st.Mode&0o7777, want)
+		}
+	}
+}
+
+// Entries the scan does not track stop a pull before anything changes: a
+// directory the commit replaces that holds ignored files, and a socket
+// where the commit has a file (each used to be half done, then reported
+// as a race, for good).
+func TestPullBlockedByUntrackedEntries(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, ws string) (target objects.ID, r *Repo)
+		want  string
+	}{
+		{"ignored files in a replaced directory", func(t *testing.T, ws string) (objects.ID, *Repo) {
+			r := newTestRepo(t)
+			writeFiles(t, ws, map[string]string{".artignore": "*.o\n", "d": "file\n"})
+			v1 := push(t, r, ws, "v1").Commit
+			os.Remove(filepath.Join(ws, "d"))
+			writeFiles(t, ws, map[string]string{"d/a.c": "src\n"})
+			push(t, r, ws, "v2")
+			writeFiles(t, ws, map[string]string{"d/a.o": "obj\n"})
+			return v1, r
+		}, "d (a directory holding files the repository never had"},
+		{"socket at a file's name", func(t *testing.T, ws string) (objects.ID, *Repo) {
+			r := newTestRepo(t)
+			writeFiles(t, ws, map[string]string{"sock": "data\n", "other": "1\n"})
+			v1 := push(t, r, ws, "v1").Commit
+			os.Remove(filepath.Join(ws, "sock"))
+			writeFiles(t, ws, map[string]string{"other": "2\n"})
+			push(t, r, ws, "v2")
+			fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			if err := unix.Bind(fd, &unix.SockaddrUnix{Name: filepath.Join(ws, "sock")}); err != nil {
+				t.Fatal(err)
+			}
+			return v1, r
+		}, "sock (a socket or device file is in the way"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ws := newWorkspace(t, "ws")
+			target, r := c.setup(t, ws)
+			before := snapshot(t, ws)
+			for _, force := range []bool{false, true} {
+				_, err := r.Pull(PullOptions{Dir: ws, Commit: target, Force: force})
+				mustFail(t, err, ErrConflict)
+				if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "nothing was changed") {
+					t.Errorf("force=%v: %v", force, err)
+				}
+				if d := diffMaps(before, snapshot(t, ws)); d != "" {
+					t.Fatalf("force=%v: the refused pull changed the host:\n%s", force, d)
+				}
+			}
+		})
 	}
 }
