@@ -74,10 +74,10 @@ type puller struct {
 	// the same inode (a hard link) then shows a new ctime that is no sign
 	// of a change by the host.
 	touched map[uint64]int
-	res       PullResult
-	report    func(string)
-	ws        string       // workspace name, for reported paths
-	synced    []*hostEntry // the stored tree as written, for the sync state
+	res     PullResult
+	report  func(string)
+	ws      string       // workspace name, for reported paths
+	synced  []*hostEntry // the stored tree as written, for the sync state
 }
 
 // CheckPullTarget refuses targets that are, or lie inside, a symlink.
