@@ -152,6 +152,9 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	if err != nil {
 		return runFail(err)
 	}
+	if err := checkNotAgentOwned(o.user, filepath.Join(dir, repo.DirName), filepath.Join(dir, repo.DirName, "config")); err != nil {
+		return runFail(err)
+	}
 	bindsPath, err := sandbox.ConfigPath(dir, "binds.json")
 	if err != nil {
 		return runFail(err)
@@ -179,6 +182,11 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	stdio := sandbox.Stdio{Stdin: g.stdin, Stdout: g.stdout, Stderr: g.stderr}
 
 	dbPath, derr := repo.Discover(g.db, dir)
+	if derr == nil {
+		if err := checkNotAgentOwned(o.user, dbPath, filepath.Dir(dbPath)); err != nil {
+			return runFail(err)
+		}
+	}
 	direct := o.direct || errors.Is(derr, repo.ErrNoRepo)
 	st, err := newSessionTrace(o, g.stderr, !direct)
 	if err != nil {
@@ -209,6 +217,27 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	defer r.Close()
 	g.cleanupStale(r)
 	return runOverlay(ctx, g, o, r, cfg, dir, stdio, pol, st)
+}
+
+// checkNotAgentOwned refuses a repository, or a workspace .art, owned by
+// the user the agent runs as (when that is not the caller): an agent
+// working on the host workspace directly (--direct) could have made it,
+// with a binds.json of its choosing.
+func checkNotAgentOwned(user string, paths ...string) error {
+	if os.Geteuid() != 0 {
+		return nil // the agent runs as the caller: ownership tells nothing
+	}
+	uid, _, err := sandbox.AgentUser(user)
+	if err != nil {
+		return nil // reported where the user is resolved
+	}
+	for _, p := range paths {
+		var st syscall.Stat_t
+		if syscall.Lstat(p, &st) == nil && st.Uid == uint32(uid) {
+			return fmt.Errorf("%s belongs to uid %d, the user agents run as: an agent's session may have made it, and art takes no repository or config an agent could have written (remove it, or name your repository with -d)", p, uid)
+		}
+	}
+	return nil
 }
 
 // loadPolicy builds the path policy from the host's
@@ -375,7 +404,14 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	}
 	cfg.Home = mnt
 	repoDir := filepath.Dir(r.Path)
-	cfg.Hide = []string{repoDir, r.Path}
+	cfg.Hide = []string{repoDir, r.Path, filepath.Join(dir, repo.DirName)}
+	if !strings.HasPrefix(mnt, dir+"/") && dir != "/" {
+		// The host workspace itself: the agent works on its home, and
+		// must not read what the host has there beyond it (files
+		// .artignore or the path policy keep out) through the read-only
+		// view of the host's root.
+		cfg.Hide = append(cfg.Hide, dir)
+	}
 	res, runErr := sandbox.Run(ctx, cfg, stdio)
 	if err := srv.Unmount(); err != nil {
 		syscall.Unmount(mnt, syscall.MNT_DETACH)

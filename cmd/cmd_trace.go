@@ -119,31 +119,42 @@ or sandbox pid). 'art show REV --trace-summary' condenses the log.`,
 	return c
 }
 
-// printTraceSummary prints what a traced session did, condensed.
+// printTraceSummary prints what a traced session did, condensed. Paths and
+// addresses are the agent's: they are quoted when they hold control
+// characters (repo.QuotePath), so they cannot forge lines or reach the
+// terminal as escape sequences.
 func printTraceSummary(g *globals, s tracer.Summary) {
+	q := repo.QuotePath
+	quoted := func(items []string) []string {
+		out := make([]string, len(items))
+		for i, it := range items {
+			out[i] = q(it)
+		}
+		return out
+	}
 	list := func(title string, items []string) {
 		fmt.Fprintf(g.stdout, "%s (%d):\n", title, len(items))
 		for _, it := range items {
 			fmt.Fprintf(g.stdout, "  %s\n", it)
 		}
 	}
-	list("files read", s.Read)
-	list("files written", s.Written)
-	list("created", s.Created)
+	list("files read", quoted(s.Read))
+	list("files written", quoted(s.Written))
+	list("created", quoted(s.Created))
 	var ren []string
 	for _, r := range s.Renamed {
-		ren = append(ren, r.From+" -> "+r.To)
+		ren = append(ren, q(r.From)+" -> "+q(r.To))
 	}
 	list("renamed", ren)
-	list("deleted", s.Deleted)
+	list("deleted", quoted(s.Deleted))
 	var ex []string
 	for _, e := range s.Execs {
-		ex = append(ex, fmt.Sprintf("%s %q", e.Path, e.Argv))
+		ex = append(ex, fmt.Sprintf("%s %q", q(e.Path), e.Argv))
 	}
 	list("executed", ex)
 	var con []string
 	for _, c := range s.Connects {
-		con = append(con, fmt.Sprintf("%s %s: %s", c.Family, c.Address, c.Result))
+		con = append(con, fmt.Sprintf("%s %s: %s", c.Family, q(c.Address), q(c.Result)))
 	}
 	list("network connects", con)
 	fmt.Fprintf(g.stdout, "syscalls (%d kinds):\n", len(s.Syscalls))

@@ -289,3 +289,38 @@ true`, binds, policy))
 	r.mustArt("pull", "-m", r.ws, "--commit", "HEAD")
 	check("after art pull")
 }
+
+// The host workspace is hidden in the sandbox (the agent works on its
+// home): files the path policy or .artignore keep out of the home must not
+// be readable at their host path through the read-only host root.
+func TestRunHidesHostWorkspace(t *testing.T) {
+	r := newRepo(t, map[string]string{"kept.txt": "visible\n", ".env": "SECRET=1\n"})
+	os.WriteFile(filepath.Join(r.ws, ".artignore"), []byte(".env\n"), 0o644)
+	res := r.run("--", "sh", "-c", "cat /home/agent/WS/kept.txt; cat "+filepath.Join(r.ws, ".env")+" && echo LEAKED")
+	if !strings.Contains(res.stdout, "visible") {
+		t.Fatalf("the home lost its workspace: %v", res)
+	}
+	if strings.Contains(res.stdout, "SECRET") || strings.Contains(res.stdout, "LEAKED") {
+		t.Fatalf("the host workspace is readable inside the sandbox: %v", res)
+	}
+}
+
+// A repository or .art owned by the user agents run as (an agent working
+// on the host workspace with --direct could have made it, binds.json and
+// all) is refused.
+func TestRunRefusesAgentOwnedConfig(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("agents run as another user only when art runs as root")
+	}
+	r := newRepo(t, map[string]string{"a": "a\n"})
+	before := r.commitCount()
+	if err := os.Chown(filepath.Join(r.ws, ".art"), 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	res := r.run("--", "true")
+	if res.code != 125 || !strings.Contains(res.stderr, "belongs to uid 65534, the user agents run as") {
+		t.Fatalf("run with an agent-owned .art: %v", res)
+	}
+	os.Chown(filepath.Join(r.ws, ".art"), 0, 0)
+	r.checkNothingRecorded(before)
+}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/artproject/art/objects"
 	"github.com/artproject/art/repo"
 	"github.com/artproject/art/sandbox"
@@ -70,7 +72,7 @@ func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTr
 			st.close()
 			return nil, fmt.Errorf("--trace-log %s: directory %s does not exist (create it first)", o.traceLog, dir)
 		}
-		f, err := os.OpenFile(o.traceLog, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		f, err := createLog(o.traceLog, o.dir)
 		if err != nil {
 			st.close()
 			return nil, fmt.Errorf("--trace-log: %w", err)
@@ -180,4 +182,47 @@ func storeTrace(r *repo.Repo, st *sessionTrace) (*objects.ID, error) {
 		return nil, err
 	}
 	return &id, nil
+}
+
+// createLog creates (or truncates) the file art writes a log to, never
+// through a symbolic link: not as its last component, and not as a
+// directory inside the workspace, where the agent's pulled work can put
+// links (one named like the log, pointing at /etc/shadow, had root
+// truncate that). A fifo or device there is refused too.
+func createLog(path, workspace string) (*os.File, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if ws, err := filepath.Abs(workspace); err == nil {
+		for d := filepath.Dir(abs); strings.HasPrefix(d, ws+"/"); d = filepath.Dir(d) {
+			if fi, err := os.Lstat(d); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+				return nil, fmt.Errorf("%s: %s is a symbolic link inside the workspace (an agent's work can put one there); write the log elsewhere", path, d)
+			}
+		}
+	}
+	fd, err := unix.Open(abs, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("%s is a symbolic link; art does not write through links (remove it, or write the log elsewhere)", path)
+	}
+	if errors.Is(err, unix.ENXIO) { // a fifo without a reader
+		return nil, fmt.Errorf("%s is not a regular file; write the log elsewhere", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), abs)
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file; write the log elsewhere", path)
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := unix.SetNonblock(fd, false); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -267,7 +267,7 @@ func (p *puller) hostID(h *hostEntry) (objects.ID, error) {
 	if h.known || h.typ != objects.TypeFile {
 		return h.id, nil
 	}
-	id, size, _, err := hashFile(filepath.Join(p.dir, filepath.FromSlash(h.rel)), nil, nil, func(chunkJob) error { return nil })
+	id, size, _, err := hashFile(filepath.Join(p.dir, filepath.FromSlash(h.rel)), h.ino, nil, nil, func(chunkJob) error { return nil })
 	if err != nil {
 		return objects.Zero, fmt.Errorf("pull: read %s: %w", h.rel, err)
 	}
@@ -365,6 +365,12 @@ func (p *puller) plan(n *pullNode) error {
 				break
 			}
 			kid.op = opWrite
+			if rel == ".artignore" {
+				// It decides what push leaves out: a commit (an agent's
+				// work) emptying it would have the next push store the
+				// host's secrets. The user takes it knowingly.
+				p.conflict(rel, "changed in the commit; it decides what push leaves out, so review it, then pull with --force")
+			}
 			if h.typ == objects.TypeDir {
 				// Replacing a directory removes what is below it.
 				if err := p.planRemoval(kid); err != nil {

@@ -551,3 +551,29 @@ func TestPullBlockedByUntrackedEntries(t *testing.T) {
 		})
 	}
 }
+
+// A commit changing the host's .artignore (an agent emptying it would have
+// the next push store what it kept out, secrets included) conflicts: the
+// user takes it with --force.
+func TestPullChangingArtignoreConflicts(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{".artignore": ".env\n", "a": "a\n"})
+	push(t, r, ws, "v1")
+	writeFiles(t, ws, map[string]string{".artignore": ""})
+	v2 := push(t, r, ws, "emptied").Commit
+	writeFiles(t, ws, map[string]string{".artignore": ".env\n"})
+	push(t, r, ws, "v3")
+	before := snapshot(t, ws)
+	_, err := r.Pull(PullOptions{Dir: ws, Commit: v2})
+	mustFail(t, err, ErrConflict)
+	if !strings.Contains(err.Error(), ".artignore (changed in the commit; it decides what push leaves out") {
+		t.Errorf("message: %v", err)
+	}
+	if d := diffMaps(before, snapshot(t, ws)); d != "" {
+		t.Fatalf("the refused pull changed the host:\n%s", d)
+	}
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: v2, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+}

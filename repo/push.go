@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
 
 	"github.com/artproject/art/objects"
 )
@@ -92,8 +93,36 @@ type chunkJob struct {
 // hashFile reads, chunks and hashes one file, handing each chunk to put,
 // compressed with compress (nil: only the ids are wanted, put gets no
 // data).
-func hashFile(abs string, buf []byte, compress func([]byte) ([]byte, int), put func(chunkJob) error) (objects.ID, int64, []objects.ChunkRef, error) {
-	f, err := os.Open(abs)
+// errChanged is a host file replaced between the scan and its read.
+var errChanged = errors.New("replaced while art read the workspace")
+
+// openScanned opens the regular file the scan saw at abs (inode ino, 0 for
+// any): never through a link, never a fifo (which would block), and never
+// another file swapped in since the scan (a link to /etc/shadow, say,
+// which push would have stored).
+func openScanned(abs string, ino uint64) (*os.File, error) {
+	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("open %s: %w", abs, errChanged)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: abs, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), abs)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || ino != 0 && st.Ino != ino {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", abs, errChanged)
+	}
+	return f, nil
+}
+
+func hashFile(abs string, ino uint64, buf []byte, compress func([]byte) ([]byte, int), put func(chunkJob) error) (objects.ID, int64, []objects.ChunkRef, error) {
+	f, err := openScanned(abs, ino)
 	if err != nil {
 		return objects.Zero, 0, nil, err
 	}
@@ -268,7 +297,10 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 			buf := make([]byte, 2*objects.MaxChunk)
 			for e := range jobs {
 				abs := filepath.Join(dir, filepath.FromSlash(e.rel))
-				id, size, refs, err := hashFile(abs, buf, tx.compress, func(c chunkJob) error {
+				// A file replaced since the scan (an editor's save) is read
+				// as it is now: its stat no longer matches what is recorded
+				// for it, so the next push reads it again.
+				id, size, refs, err := hashFile(abs, 0, buf, tx.compress, func(c chunkJob) error {
 					select {
 					case chunks <- c:
 						return nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
 	"net"
 	"os"
@@ -399,7 +400,8 @@ func TestReadAdvice(t *testing.T) {
 		err  error
 		want string
 	}{
-		{enoent, "removed while art read the workspace; run the command again"},
+		{enoent, "removed or replaced while art read the workspace; run the command again"},
+		{fmt.Errorf("open x: %w", errChanged), "removed or replaced while art read the workspace"},
 		{&os.PathError{Op: "open", Path: "x", Err: syscall.EACCES}, "fix its permissions or add it to .artignore"},
 		{&os.PathError{Op: "read", Path: "x", Err: syscall.EIO}, "check the path, or add it to .artignore"},
 	}
@@ -442,5 +444,33 @@ func TestArtignoreSemantics(t *testing.T) {
 		if got := sc.excluded(tc.path, tc.dir); got != tc.want {
 			t.Errorf("patterns %q: excluded(%q, dir=%v) = %v, want %v", tc.patterns, tc.path, tc.dir, got, tc.want)
 		}
+	}
+}
+
+// A file the scan saw is read never through a link, never from a fifo
+// (which would block), and, where the caller says so, only as the inode
+// the scan saw: an agent swapping a link to /etc/shadow in had push store
+// it.
+func TestOpenScanned(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "shadow")
+	os.WriteFile(secret, []byte("root:x\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "file"), []byte("ok\n"), 0o644)
+	os.Symlink(secret, filepath.Join(dir, "link"))
+	syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644)
+	var st syscall.Stat_t
+	syscall.Stat(filepath.Join(dir, "file"), &st)
+	for name, want := range map[string]error{"link": errChanged, "fifo": errChanged} {
+		if _, err := openScanned(filepath.Join(dir, name), 0); !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", name, err, want)
+		}
+	}
+	if f, err := openScanned(filepath.Join(dir, "file"), st.Ino); err != nil {
+		t.Errorf("the scanned file: %v", err)
+	} else {
+		f.Close()
+	}
+	if _, err := openScanned(filepath.Join(dir, "file"), st.Ino+1); !errors.Is(err, errChanged) {
+		t.Errorf("another inode: %v", err)
 	}
 }

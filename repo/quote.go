@@ -8,11 +8,11 @@ import (
 
 // QuotePath makes a path (or link target) safe to print on a terminal, as
 // git's core.quotePath does for the bytes that matter: a name holding a
-// control character, DEL, a double quote, a backslash or invalid UTF-8 is
-// printed in double quotes with C escapes (\n, \t, \033, ...), so an
-// agent's file name can neither forge output lines nor send escape
-// sequences to the user's terminal. Other names, UTF-8 included, are
-// printed as they are.
+// control character (C0 or C1), DEL, a double quote, a backslash or
+// invalid UTF-8 is printed in double quotes with C escapes (\n, \t,
+// \033, ...), so an agent's file name can neither forge output lines nor
+// send escape sequences to the user's terminal. Other names, UTF-8
+// included, are printed as they are.
 func QuotePath(p string) string {
 	if !needsQuote(p) {
 		return p
@@ -34,6 +34,10 @@ func QuotePath(p string) string {
 			b.WriteString(`\t`)
 		case c < 0x20 || c == 0x7f:
 			octal(&b, c)
+		case r >= 0x80 && r <= 0x9f: // C1 controls (0x9b is CSI to some terminals)
+			for j := 0; j < size; j++ {
+				octal(&b, p[i+j])
+			}
 		default:
 			b.WriteString(p[i : i+size])
 		}
@@ -44,12 +48,12 @@ func QuotePath(p string) string {
 }
 
 func needsQuote(p string) bool {
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c == 0x7f || c == '"' || c == '\\' {
+	for _, r := range p {
+		if r < 0x20 || r >= 0x7f && r <= 0x9f || r == '"' || r == '\\' || r == utf8.RuneError {
 			return true
 		}
 	}
-	return !utf8.ValidString(p)
+	return false
 }
 
 func octal(b *strings.Builder, c byte) {

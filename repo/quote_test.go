@@ -14,6 +14,7 @@ func TestQuotePath(t *testing.T) {
 		{`quo"te`, `"quo\"te"`},
 		{"bad\xffutf8", `"bad\377utf8"`},
 		{"del\x7f", `"del\177"`},
+		{"csi\u009b2J", `"csi\302\2332J"`},
 	}
 	for _, tc := range tests {
 		if got := QuotePath(tc.in); got != tc.want {

@@ -179,8 +179,8 @@ func (s *scanner) isRepoFile(dirAbs, name string, st *syscall.Stat_t) bool {
 // readAdvice is the next step after a host path could not be read.
 func readAdvice(err error) string {
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "it was removed while art read the workspace; run the command again"
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, errChanged):
+		return "it was removed or replaced while art read the workspace; run the command again"
 	case errors.Is(err, fs.ErrPermission):
 		return "fix its permissions or add it to .artignore"
 	}

@@ -70,7 +70,7 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 				}
 				continue
 			}
-			id, _, _, err := hashFile(filepath.Join(abs, filepath.FromSlash(h.rel)), nil, nil, func(chunkJob) error { return nil })
+			id, _, _, err := hashFile(filepath.Join(abs, filepath.FromSlash(h.rel)), 0, nil, nil, func(chunkJob) error { return nil })
 			if err != nil {
 				return nil, err
 			}

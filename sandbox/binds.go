@@ -83,21 +83,10 @@ func parseBind(raw json.RawMessage, workspace string) (Bind, error) {
 		}
 		return Bind{}, fmt.Errorf("host path %s: %w", host, err)
 	}
-	if rel := filepath.Clean(*e.Host); !filepath.IsAbs(rel) && rel != ".." && !strings.HasPrefix(rel, "../") {
-		// A relative path naming something inside the workspace, where an
-		// agent's pulled work may have put a link to anywhere on the host,
-		// must stay inside once links are resolved. (One that leaves it
-		// with "../" is the user's own choice, and bound as cleaned.)
-		real, err := filepath.EvalSymlinks(host)
+	if workspace != "" {
+		real, err := resolveBindHost(host, workspace)
 		if err != nil {
-			return Bind{}, fmt.Errorf("host path %s: %w", host, err)
-		}
-		wsReal, err := filepath.EvalSymlinks(workspace)
-		if err != nil {
-			return Bind{}, fmt.Errorf("workspace %s: %w", workspace, err)
-		}
-		if real != wsReal && !strings.HasPrefix(real, wsReal+"/") {
-			return Bind{}, fmt.Errorf("host path %s leads outside the workspace, to %s, through a symbolic link: a relative path must stay inside (write an absolute path to bind something outside)", host, real)
+			return Bind{}, err
 		}
 		host = real
 	}
@@ -114,6 +103,46 @@ func parseBind(raw json.RawMessage, workspace string) (Bind, error) {
 		ro = *e.ReadOnly
 	}
 	return Bind{Host: host, Guest: g, ReadOnly: ro}, nil
+}
+
+// resolveBindHost resolves a bind's host path, refusing what the agent's
+// work can steer: a symbolic link met inside the workspace, where a pull
+// writes whatever the agent left (however the path is written: relative,
+// absolute, or through ../), and any path that is, holds or lies in the
+// workspace's .art, where art's config lives (an agent able to write
+// binds.json would choose its next binds).
+func resolveBindHost(host, workspace string) (string, error) {
+	wsReal, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return "", fmt.Errorf("workspace %s: %w", workspace, err)
+	}
+	inWorkspace := func(p string) bool { return p == wsReal || strings.HasPrefix(p, wsReal+"/") }
+	cur := "/"
+	for _, c := range strings.Split(strings.TrimPrefix(filepath.Clean(host), "/"), "/") {
+		if c == "" {
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return "", fmt.Errorf("host path %s: %w", host, err)
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if inWorkspace(cur) {
+			return "", fmt.Errorf("host path %s goes through %s, a symbolic link inside the workspace (an agent's work can put one there); bind the real path instead", host, next)
+		}
+		if cur, err = filepath.EvalSymlinks(next); err != nil {
+			return "", fmt.Errorf("host path %s: %w", host, err)
+		}
+	}
+	art := filepath.Join(wsReal, ".art")
+	if cur == art || strings.HasPrefix(cur, art+"/") {
+		return "", fmt.Errorf("host path %s is art's own %s, which the agent must never see", host, art)
+	}
+	return cur, nil
 }
 
 func strictDecode(data []byte, v any) error {

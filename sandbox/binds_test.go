@@ -136,34 +136,46 @@ func TestBindsInSandbox(t *testing.T) {
 	}
 }
 
-// A relative host path leading out of the workspace through a symbolic
-// link (an agent's pulled work can hold one) is refused; one staying
-// inside is bound at its resolved path.
-func TestRelativeBindThroughLink(t *testing.T) {
+// No bind goes through a symbolic link inside the workspace (an agent's
+// pulled work can put one there), however its path is written, nor shows
+// the workspace's .art; links outside the workspace are the user's own.
+func TestBindPathsTheAgentCannotSteer(t *testing.T) {
 	ws := t.TempDir()
 	outside := t.TempDir()
 	os.Mkdir(filepath.Join(ws, "real"), 0o755)
+	os.MkdirAll(filepath.Join(ws, ".art", "config"), 0o755)
 	os.Symlink(outside, filepath.Join(ws, "escape"))
 	os.Symlink("real", filepath.Join(ws, "inside"))
-	file := filepath.Join(t.TempDir(), "binds.json")
-	os.WriteFile(file, []byte(`[{"host": "escape", "guest": "/tmp/x", "readonly": false}]`), 0o644)
-	_, err := LoadBinds(file, ws)
-	if err == nil || !strings.Contains(err.Error(), "leads outside the workspace") || !strings.Contains(err.Error(), outside) {
-		t.Fatalf("bind through a link out of the workspace: %v", err)
+	userLink := filepath.Join(t.TempDir(), "mine")
+	os.Symlink(outside, userLink)
+	realDir, _ := filepath.EvalSymlinks(filepath.Join(ws, "real"))
+	realOutside, _ := filepath.EvalSymlinks(outside)
+	cases := []struct {
+		host string
+		want string // error text, or "=" + the bound path
+	}{
+		{"escape", "symbolic link inside the workspace"},
+		{"inside", "symbolic link inside the workspace"},
+		{filepath.Join(ws, "escape"), "symbolic link inside the workspace"},
+		{"../" + filepath.Base(ws) + "/escape", "symbolic link inside the workspace"},
+		{".art/config", "art's own"},
+		{".art", "art's own"},
+		{"real", "=" + realDir},
+		{userLink, "=" + realOutside},
 	}
-	os.WriteFile(file, []byte(`[{"host": "inside", "guest": "/tmp/x"}]`), 0o644)
-	binds, err := LoadBinds(file, ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, _ := filepath.EvalSymlinks(filepath.Join(ws, "real"))
-	if len(binds) != 1 || binds[0].Host != want {
-		t.Fatalf("binds %+v, want host %s", binds, want)
-	}
-	// An absolute path is the user's own choice and taken as written.
-	os.WriteFile(file, []byte(`[{"host": "`+filepath.Join(ws, "escape")+`", "guest": "/tmp/x"}]`), 0o644)
-	if _, err := LoadBinds(file, ws); err != nil {
-		t.Fatal(err)
+	for _, c := range cases {
+		file := filepath.Join(t.TempDir(), "binds.json")
+		os.WriteFile(file, []byte(`[{"host": "`+c.host+`", "guest": "/tmp/x", "readonly": false}]`), 0o644)
+		binds, err := LoadBinds(file, ws)
+		if strings.HasPrefix(c.want, "=") {
+			if err != nil || len(binds) != 1 || binds[0].Host != c.want[1:] {
+				t.Errorf("%s: %+v %v, want host %s", c.host, binds, err, c.want[1:])
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.host, err, c.want)
+		}
 	}
 }
 

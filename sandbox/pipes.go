@@ -29,6 +29,8 @@ type pipeIO struct {
 type savedTTY struct {
 	fd      int
 	termios *unix.Termios
+	winsize *unix.Winsize // nil if unknown
+	excl    int           // TIOCGEXCL: exclusive mode was on
 }
 
 // saveTTY records the settings of f if it is a terminal not yet saved.
@@ -40,7 +42,12 @@ func (p *pipeIO) saveTTY(f *os.File) {
 		}
 	}
 	if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
-		p.ttys = append(p.ttys, savedTTY{fd, t})
+		s := savedTTY{fd: fd, termios: t}
+		if ws, err := unix.IoctlGetWinsize(fd, unix.TIOCGWINSZ); err == nil {
+			s.winsize = ws
+		}
+		s.excl, _ = unix.IoctlGetInt(fd, unix.TIOCGEXCL)
+		p.ttys = append(p.ttys, s)
 	}
 }
 
@@ -122,11 +129,26 @@ func (p *pipeIO) finish() {
 func (p *pipeIO) close() {
 	p.closeOnce.Do(func() {
 		for _, t := range p.ttys {
-			// Only when changed: setting a terminal from a background
-			// process group would stop art (SIGTTOU).
+			// Only in the foreground, and only what changed: changing a
+			// terminal from a background process group would stop art
+			// (SIGTTOU).
+			if pg, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err == nil && pg != unix.Getpgrp() {
+				continue
+			}
 			if cur, err := unix.IoctlGetTermios(t.fd, unix.TCGETS); err == nil && *cur != *t.termios {
 				_ = unix.IoctlSetTermios(t.fd, unix.TCSETS, t.termios)
 			}
+			if t.winsize != nil {
+				if cur, err := unix.IoctlGetWinsize(t.fd, unix.TIOCGWINSZ); err == nil && *cur != *t.winsize {
+					_ = unix.IoctlSetWinsize(t.fd, unix.TIOCSWINSZ, t.winsize)
+				}
+			}
+			if excl, err := unix.IoctlGetInt(t.fd, unix.TIOCGEXCL); err == nil && excl != 0 && t.excl == 0 {
+				_ = unix.IoctlSetInt(t.fd, unix.TIOCNXCL, 0)
+			}
+			// Output the agent stopped (tcflow TCOOFF) would hang the
+			// user's terminal and art's own last message: resume it.
+			_ = unix.IoctlSetInt(t.fd, unix.TCXONC, unix.TCOON)
 		}
 		for _, f := range p.childEnds {
 			f.Close()

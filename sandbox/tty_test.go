@@ -407,7 +407,11 @@ func TestNonInteractiveRestoresTerminalSettings(t *testing.T) {
 	if before.Lflag&unix.ECHO == 0 {
 		t.Fatal("test terminal starts without echo")
 	}
-	cmd, resFile := startHelper(t, tt, baseConfig(t, "sh", "-c", "stty -echo raw; echo changed"))
+	wsBefore, err := unix.IoctlGetWinsize(int(tt.s.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, resFile := startHelper(t, tt, baseConfig(t, "sh", "-c", "stty -echo raw rows 3 cols 7; echo changed"))
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("helper: %v; output %q", err, tt.output())
 	}
@@ -420,5 +424,8 @@ func TestNonInteractiveRestoresTerminalSettings(t *testing.T) {
 	}
 	if *after != *before {
 		t.Errorf("terminal settings changed by the agent outlive the sandbox: lflag %#x, was %#x", after.Lflag, before.Lflag)
+	}
+	if ws, err := unix.IoctlGetWinsize(int(tt.s.Fd()), unix.TIOCGWINSZ); err != nil || *ws != *wsBefore {
+		t.Errorf("window size after the sandbox %+v, was %+v (%v)", ws, wsBefore, err)
 	}
 }

@@ -1,0 +1,86 @@
+package cmd
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/artproject/art/tracer"
+)
+
+// The trace log is never written through a link (an agent's pulled link
+// named like the log made root truncate the file it pointed at), nor into
+// a fifo or device.
+func TestCreateLogRefusesLinksAndSpecialFiles(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, ws, victim string) string // returns the log path
+		want  string                                       // error text; "" = created
+	}{
+		{"new file", func(t *testing.T, ws, _ string) string { return filepath.Join(ws, "t.log") }, ""},
+		{"existing file is truncated", func(t *testing.T, ws, _ string) string {
+			p := filepath.Join(ws, "t.log")
+			os.WriteFile(p, []byte("old"), 0o644)
+			return p
+		}, ""},
+		{"link to a victim", func(t *testing.T, ws, victim string) string {
+			p := filepath.Join(ws, "t.log")
+			os.Symlink(victim, p)
+			return p
+		}, "symbolic link"},
+		{"linked directory inside the workspace", func(t *testing.T, ws, victim string) string {
+			os.Symlink(filepath.Dir(victim), filepath.Join(ws, "logs"))
+			return filepath.Join(ws, "logs", filepath.Base(victim))
+		}, "inside the workspace"},
+		{"fifo", func(t *testing.T, ws, _ string) string {
+			p := filepath.Join(ws, "t.log")
+			syscall.Mkfifo(p, 0o644)
+			return p
+		}, "not a regular file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ws := t.TempDir()
+			victim := filepath.Join(t.TempDir(), "victim.conf")
+			os.WriteFile(victim, []byte("precious\n"), 0o600)
+			p := c.setup(t, ws, victim)
+			f, err := createLog(p, ws)
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if st, _ := f.Stat(); st.Size() != 0 {
+					t.Errorf("log not truncated: %d bytes", st.Size())
+				}
+			} else if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+			if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+				t.Fatalf("the victim was changed: %q", b)
+			}
+		})
+	}
+}
+
+// The trace summary quotes the agent's names: no line forged, no escape
+// sequence reaching the terminal.
+func TestTraceSummaryQuotesNames(t *testing.T) {
+	evil := "x\nFILE fake\x1b]0;T\x07"
+	var out strings.Builder
+	g := &globals{stdout: &out}
+	printTraceSummary(g, tracer.Summary{
+		Read: []string{evil}, Written: []string{evil}, Created: []string{evil}, Deleted: []string{evil},
+		Renamed: []tracer.Rename{{From: evil, To: evil}},
+		Execs:   []tracer.Exec{{Path: evil, Argv: []string{evil}}},
+	})
+	s := out.String()
+	if strings.ContainsAny(s, "\x1b\x07") || strings.Contains(s, "\nFILE fake") {
+		t.Fatalf("raw control characters in the summary:\n%q", s)
+	}
+	if !strings.Contains(s, `"x\nFILE fake\033]0;T\007"`) {
+		t.Errorf("names not quoted:\n%s", s)
+	}
+}
