@@ -87,11 +87,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ce *codeError
 	if errors.As(err, &ce) {
 		if ce.err != nil && ce.err.Error() != "" {
-			fmt.Fprintln(stderr, "art:", ce.err)
+			fmt.Fprintln(stderr, "art:", safeText(ce.err.Error()))
 		}
 		return ce.code
 	}
-	fmt.Fprintln(stderr, "art:", err)
+	fmt.Fprintln(stderr, "art:", safeText(err.Error()))
 	if repo.IsReadOnly(err) {
 		fmt.Fprintln(stderr, "art: the repository cannot be written by this user: check the permissions of the repository file and of its directory (which holds its -wal and -shm files)")
 	}
@@ -176,6 +176,33 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 }
 
 // openRepo discovers and opens the repository for a workspace directory.
+// safeText escapes the control characters of an error message other than
+// newline and tab (as \ooo): messages name paths an agent chose, which
+// must not reach the terminal as escape sequences.
+func safeText(s string) string {
+	clean := true
+	for _, r := range s {
+		if r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f {
+			for _, c := range []byte(string(r)) {
+				fmt.Fprintf(&b, "\\%03o", c)
+			}
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // defaultWorkspace is the workspace a command uses: dir (-m) when given;
 // otherwise the current directory, unless the repository found by
 // searching upward lives in an ancestor's .art, that ancestor is a
