@@ -655,7 +655,9 @@ func (p *puller) write(dfd int, n *pullNode) (werr error) {
 		f := os.NewFile(uintptr(fd), n.rel)
 		err = p.writeContent(f, e)
 		if err == nil {
-			err = unix.Fchmod(fd, hostMode(e, n.host))
+			// New content never inherits the host file's setuid: the
+			// agent's bytes in a root setuid binary would be root's.
+			err = unix.Fchmod(fd, hostMode(e, nil))
 		}
 		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
@@ -693,7 +695,7 @@ func (p *puller) write(dfd int, n *pullNode) (werr error) {
 		if err == nil {
 			// mkfifoat applied the umask; a fifo (unlike a file) can be
 			// changed through an O_PATH descriptor without opening it.
-			err = chmodNoFollow(dfd, tmp, objects.TypeFifo, hostMode(e, n.host))
+			err = chmodNoFollow(dfd, tmp, objects.TypeFifo, hostMode(e, nil))
 		}
 		if err == nil {
 			ts := unix.NsecToTimespec(e.MTime)
@@ -715,10 +717,11 @@ func (p *puller) write(dfd int, n *pullNode) (werr error) {
 // agent could make the user's files writable by every local user).
 const unsafeModeBits = unix.S_ISUID | unix.S_ISGID | 0o002
 
-// hostMode is the mode a pull gives the host entry of e, where h (nil if
-// none) is what the host has there: unsafe bits are never added, but
-// those the host entry already has (the user's own setgid directory, say)
-// are kept when the commit has them too.
+// hostMode is the mode a pull gives the host entry of e, where h is what
+// the host has there when the pull keeps its content (nil when it writes
+// new content): unsafe bits are never added, but those a kept host entry
+// already has (the user's own setgid directory, say) stay when the commit
+// has them too.
 func hostMode(e *objects.Entry, h *hostEntry) uint32 {
 	m := e.Mode &^ unsafeModeBits
 	if h != nil && h.typ == e.Type {

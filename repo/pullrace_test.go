@@ -577,3 +577,26 @@ func TestPullChangingArtignoreConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// New content never inherits the host file's setuid bit: an agent
+// changing the bytes of the user's setuid-root tool (mode kept) must not
+// get a root setuid binary of its own making.
+func TestPullNewContentDropsSetuid(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"tool": "#!/bin/sh\necho agent\n"})
+	os.Chmod(filepath.Join(ws, "tool"), 0o755|os.ModeSetuid)
+	agent := push(t, r, ws, "agent's bytes, setuid").Commit
+	writeFiles(t, ws, map[string]string{"tool": "#!/bin/sh\necho mine\n"})
+	os.Chmod(filepath.Join(ws, "tool"), 0o755|os.ModeSetuid)
+	push(t, r, ws, "the user's setuid tool")
+	var st unix.Stat_t
+	pull(t, r, ws, agent)
+	unix.Lstat(filepath.Join(ws, "tool"), &st)
+	if st.Mode&unix.S_ISUID != 0 {
+		t.Fatalf("new content kept the setuid bit: %o", st.Mode&0o7777)
+	}
+	if b := readString(t, filepath.Join(ws, "tool")); b != "#!/bin/sh\necho agent\n" {
+		t.Fatalf("tool = %q", b)
+	}
+}
