@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -245,5 +246,37 @@ func TestSnapshotRacingFlushNeverShowsZeros(t *testing.T) {
 	}
 	if got := string(buf[:k]); got != "" && got != "written, then stored by a racing flush\n" {
 		t.Fatalf("after the crash the file reads %q", got)
+	}
+}
+
+// No path in the home grows past MaxPathLen (push and pull reach host
+// files by full paths; an agent nesting 2,100 directories made them fail).
+func TestPathLengthBounded(t *testing.T) {
+	_, _, fs := newWorktreeFS(t)
+	defer fs.Close()
+	dir := uint64(RootIno)
+	name := strings.Repeat("d", 250)
+	depth := 0
+	for {
+		a, err := fs.Mkdir(dir, name, 0o755)
+		if errors.Is(err, syscall.ENAMETOOLONG) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir, depth = a.Ino, depth+1
+		if depth > 100 {
+			t.Fatal("no bound on the path length")
+		}
+	}
+	if got := depth * 251; got > MaxPathLen+251 || got < MaxPathLen-251 {
+		t.Errorf("stopped at depth %d (%d bytes), bound %d", depth, got, MaxPathLen)
+	}
+	if _, err := fs.Create(dir, name, 0o644); !errors.Is(err, syscall.ENAMETOOLONG) {
+		t.Errorf("create past the bound: %v", err)
+	}
+	if _, err := fs.Create(dir, "x", 0o644); err != nil {
+		t.Errorf("a short name still fits: %v", err)
 	}
 }

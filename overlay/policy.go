@@ -66,11 +66,32 @@ func canChange(n *inode) error {
 	return nil
 }
 
+// MaxPathLen bounds the length of a path in the home (from its root, as
+// "ws/a/b"): push and pull reach host files by full paths, which the host
+// workspace's own path prefixes and PATH_MAX (4096) bounds, so an agent
+// nesting directories past it would make them fail. 3 KiB leaves 1 KiB
+// for the host prefix. (A directory moved below another keeps its subtree,
+// which this checks only at the moved directory itself.)
+const MaxPathLen = 3 << 10
+
+// pathLen is the length of d's path from the root ("ws/a" is 4); ns must
+// be held.
+func (fs *FS) pathLen(d *inode) int {
+	n := 0
+	for p := d; p != nil && p.ino != RootIno; p = fs.inodes[p.parent] {
+		n += len(p.name) + 1
+	}
+	return max(n-1, 0)
+}
+
 // checkNewName checks that name may be created or replaced in d: the
 // directory itself is writable and the new path is.
 func (fs *FS) checkNewName(d *inode, name string, isDir bool) error {
 	if err := canChange(d); err != nil {
 		return err
+	}
+	if fs.pathLen(d)+1+len(name) > MaxPathLen {
+		return errNameLong
 	}
 	if name == repo.DirName {
 		// .art directories hold a repository and its host-only config
