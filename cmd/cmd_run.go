@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -219,10 +220,35 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	return runOverlay(ctx, g, o, r, cfg, dir, stdio, pol, st)
 }
 
+// hideWorkspace reports whether the host workspace dir can be hidden in
+// the sandbox: not when it holds the home's mount point, and not when a
+// user's bind shows it whole (its host is the workspace or a parent) or
+// puts something at or around its path (hiding would cover what the user
+// asked for). Binds of parts of it are unaffected by the hiding.
+func hideWorkspace(dir, mnt string, binds []sandbox.Bind) bool {
+	if dir == "/" || strings.HasPrefix(mnt, dir+"/") {
+		return false
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return false
+	}
+	within := func(p, d string) bool { return p == d || strings.HasPrefix(p, d+"/") }
+	related := func(a, b string) bool { return within(a, b) || within(b, a) }
+	for _, b := range binds {
+		if within(real, b.Host) || within(dir, b.Host) || related(b.Guest, real) || related(b.Guest, dir) {
+			return false
+		}
+	}
+	return true
+}
+
 // checkNotAgentOwned refuses a repository, or a workspace .art, owned by
 // the user the agent runs as (when that is not the caller): an agent
 // working on the host workspace directly (--direct) could have made it,
-// with a binds.json of its choosing.
+// with a binds.json of its choosing. When the agent runs as the user who
+// called sudo ('sudo art run --user $USER' in their own workspace), their
+// files are theirs, as for a caller who is not root: nothing is refused.
 func checkNotAgentOwned(user string, paths ...string) error {
 	if os.Geteuid() != 0 {
 		return nil // the agent runs as the caller: ownership tells nothing
@@ -230,6 +256,9 @@ func checkNotAgentOwned(user string, paths ...string) error {
 	uid, _, err := sandbox.AgentUser(user)
 	if err != nil {
 		return nil // reported where the user is resolved
+	}
+	if os.Getenv("SUDO_UID") == strconv.Itoa(uid) {
+		return nil
 	}
 	for _, p := range paths {
 		var st syscall.Stat_t
@@ -405,7 +434,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	cfg.Home = mnt
 	repoDir := filepath.Dir(r.Path)
 	cfg.Hide = []string{repoDir, r.Path, filepath.Join(dir, repo.DirName)}
-	if !strings.HasPrefix(mnt, dir+"/") && dir != "/" {
+	if hideWorkspace(dir, mnt, cfg.Binds) {
 		// The host workspace itself: the agent works on its home, and
 		// must not read what the host has there beyond it (files
 		// .artignore or the path policy keep out) through the read-only

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -176,29 +177,22 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 }
 
 // openRepo discovers and opens the repository for a workspace directory.
-// safeText escapes the control characters of an error message other than
-// newline and tab (as \ooo): messages name paths an agent chose, which
-// must not reach the terminal as escape sequences.
+// safeText escapes, as \ooo, the bytes of an error message that could
+// act on a terminal (C0 controls but newline and tab, DEL, C1 controls,
+// invalid UTF-8): messages name paths an agent chose.
 func safeText(s string) string {
-	clean := true
-	for _, r := range s {
-		if r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
 	var b strings.Builder
-	for _, r := range s {
-		if r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f {
-			for _, c := range []byte(string(r)) {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		bad := r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f || r == utf8.RuneError && size == 1
+		if bad {
+			for _, c := range []byte(s[i : i+size]) {
 				fmt.Fprintf(&b, "\\%03o", c)
 			}
-			continue
+		} else {
+			b.WriteString(s[i : i+size])
 		}
-		b.WriteRune(r)
+		i += size
 	}
 	return b.String()
 }

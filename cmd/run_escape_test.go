@@ -321,6 +321,12 @@ func TestRunRefusesAgentOwnedConfig(t *testing.T) {
 	if res.code != 125 || !strings.Contains(res.stderr, "belongs to uid 65534, the user agents run as") {
 		t.Fatalf("run with an agent-owned .art: %v", res)
 	}
+	// Run by that user through sudo, it is theirs.
+	res = runArt(t, r.ws, []string{"SUDO_UID=65534"}, nil, "run", "-i=false", "--", "true")
+	if strings.Contains(res.stderr, "belongs to uid") {
+		t.Fatalf("sudo by the agents' user themselves: %v", res)
+	}
 	os.Chown(filepath.Join(r.ws, ".art"), 0, 0)
+	before = r.commitCount()
 	r.checkNothingRecorded(before)
 }

@@ -185,40 +185,37 @@ func storeTrace(r *repo.Repo, st *sessionTrace) (*objects.ID, error) {
 }
 
 // createLog creates (or truncates) the file art writes a log to, never
-// through a symbolic link: not as its last component, and not as a
-// directory inside the workspace, where the agent's pulled work can put
-// links (one named like the log, pointing at /etc/shadow, had root
-// truncate that). A fifo or device there is refused too.
+// through a symbolic link inside the workspace, where the agent's pulled
+// work can put links (one named like the log, pointing at /etc/shadow,
+// had root truncate that); links elsewhere are the user's (/dev/stderr).
+// Only a regular file is truncated; a fifo without a reader is refused.
 func createLog(path, workspace string) (*os.File, error) {
-	abs, err := filepath.Abs(path)
+	real, err := sandbox.ResolveAvoidingWorkspaceLinks(path, workspace, true)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if ws, err := filepath.Abs(workspace); err == nil {
-		for d := filepath.Dir(abs); strings.HasPrefix(d, ws+"/"); d = filepath.Dir(d) {
-			if fi, err := os.Lstat(d); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-				return nil, fmt.Errorf("%s: %s is a symbolic link inside the workspace (an agent's work can put one there); write the log elsewhere", path, d)
-			}
-		}
+	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_NONBLOCK | unix.O_CLOEXEC
+	if !strings.HasPrefix(real, "/proc/") { // /dev/stderr and the like are magic links
+		flags |= unix.O_NOFOLLOW
 	}
-	fd, err := unix.Open(abs, unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o644)
-	if errors.Is(err, unix.ELOOP) {
-		return nil, fmt.Errorf("%s is a symbolic link; art does not write through links (remove it, or write the log elsewhere)", path)
-	}
+	fd, err := unix.Open(real, flags, 0o644)
 	if errors.Is(err, unix.ENXIO) { // a fifo without a reader
-		return nil, fmt.Errorf("%s is not a regular file; write the log elsewhere", path)
+		return nil, fmt.Errorf("%s is a fifo nobody reads; write the log elsewhere", path)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f := os.NewFile(uintptr(fd), abs)
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	f := os.NewFile(uintptr(fd), real)
+	fi, err := f.Stat()
+	if err != nil || fi.IsDir() {
 		f.Close()
-		return nil, fmt.Errorf("%s is not a regular file; write the log elsewhere", path)
+		return nil, fmt.Errorf("%s is a directory; name a file", path)
 	}
-	if err := f.Truncate(0); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if fi.Mode().IsRegular() {
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	if err := unix.SetNonblock(fd, false); err != nil {
 		f.Close()

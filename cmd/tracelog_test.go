@@ -1,12 +1,14 @@
 package cmd
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/artproject/art/sandbox"
 	"github.com/artproject/art/tracer"
 )
 
@@ -29,7 +31,21 @@ func TestCreateLogRefusesLinksAndSpecialFiles(t *testing.T) {
 			p := filepath.Join(ws, "t.log")
 			os.Symlink(victim, p)
 			return p
-		}, "symbolic link"},
+		}, "symbolic link inside the workspace"},
+		{"a pipe through /proc/self/fd (as /dev/stderr is)", func(t *testing.T, ws, _ string) string {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { r.Close(); w.Close() })
+			return fmt.Sprintf("/proc/self/fd/%d", w.Fd())
+		}, ""},
+		{"the user's link outside the workspace to a file", func(t *testing.T, ws, _ string) string {
+			p := filepath.Join(t.TempDir(), "mine.log")
+			real := filepath.Join(t.TempDir(), "real.log")
+			os.Symlink(real, p)
+			return p
+		}, ""},
 		{"linked directory inside the workspace", func(t *testing.T, ws, victim string) string {
 			os.Symlink(filepath.Dir(victim), filepath.Join(ws, "logs"))
 			return filepath.Join(ws, "logs", filepath.Base(victim))
@@ -38,7 +54,13 @@ func TestCreateLogRefusesLinksAndSpecialFiles(t *testing.T) {
 			p := filepath.Join(ws, "t.log")
 			syscall.Mkfifo(p, 0o644)
 			return p
-		}, "not a regular file"},
+		}, "fifo nobody reads"},
+		{"the workspace given through the user's link", func(t *testing.T, ws, victim string) string {
+			os.Symlink(filepath.Dir(victim), filepath.Join(ws, "out"))
+			alias := filepath.Join(t.TempDir(), "alias")
+			os.Symlink(ws, alias)
+			return filepath.Join(alias, "out", filepath.Base(victim))
+		}, "symbolic link inside the workspace"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -93,9 +115,35 @@ func TestSafeText(t *testing.T) {
 		"x\x1b]0;T\x07y":           `x\033]0;T\007y`,
 		"csi\u009b2J":              `csi\302\2332J`,
 		"del\x7f and ünïcode café": `del\177 and ünïcode café`,
+		"raw\x9b2J":                `raw\2332J`,
 	} {
 		if got := safeText(in); got != want {
 			t.Errorf("safeText(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The host workspace is hidden unless the user's binds show it whole or
+// put something at its path.
+func TestHideWorkspace(t *testing.T) {
+	ws := t.TempDir()
+	parent := filepath.Dir(ws)
+	for _, c := range []struct {
+		name  string
+		binds []sandbox.Bind
+		want  bool
+	}{
+		{"no binds", nil, true},
+		{"a part of it", []sandbox.Bind{{Host: filepath.Join(ws, "data"), Guest: "/data"}}, true},
+		{"itself", []sandbox.Bind{{Host: ws, Guest: "/tmp/ws"}}, false},
+		{"a parent", []sandbox.Bind{{Host: parent, Guest: "/tmp/p"}}, false},
+		{"at its path", []sandbox.Bind{{Host: "/usr", Guest: filepath.Join(ws, "build")}}, false},
+	} {
+		if got := hideWorkspace(ws, "/tmp/art-home-x", c.binds); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if hideWorkspace(parent, filepath.Join(parent, "art-home-x"), nil) {
+		t.Error("a workspace holding the home's mount point is hidden")
 	}
 }

@@ -486,8 +486,6 @@ func TestMountBadInput(t *testing.T) {
 	os.Mkdir(live, 0o755)
 	other := filepath.Join(c.tmp, "other")
 	os.Mkdir(other, 0o755)
-	linked := filepath.Join(c.tmp, "linked")
-	os.Symlink(other, linked)
 
 	cases := []struct {
 		name  string
@@ -497,7 +495,6 @@ func TestMountBadInput(t *testing.T) {
 	}{
 		{"missing mount point", []string{"mount", "-b", "main", filepath.Join(c.tmp, "nope")}, []string{"mount point", "no such file", "create an empty directory"}, nil},
 		{"not a directory", []string{"mount", "-b", "main", file}, []string{"not a directory"}, nil},
-		{"a symbolic link", []string{"mount", "-b", "main", linked}, []string{"symbolic link", "real directory"}, nil},
 		{"not empty", []string{"mount", "-b", "main", full}, []string{"not empty"}, nil},
 		{"already a mount", []string{"mount", "-b", "main", busy.Dir}, []string{"already a mount point", "unmount"}, nil},
 		{"missing branch", []string{"mount", "-b", "nosuch", other}, []string{"nosuch", "art branch"}, nil},

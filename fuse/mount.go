@@ -21,11 +21,6 @@ func CheckMountpoint(dir string) (string, error) {
 	dead := func(err error) error {
 		return fmt.Errorf("mount point %s: the mount of a process that died (%w); any art command on its repository removes it, or unmount it: fusermount3 -uz %s", abs, err, abs)
 	}
-	if lst, err := os.Lstat(abs); err == nil && lst.Mode()&os.ModeSymlink != 0 {
-		// mount(2) would follow it, wherever it points (a link an agent
-		// left in a pulled workspace, say).
-		return "", fmt.Errorf("mount point %s: a symbolic link; mount on the real directory", abs)
-	}
 	st, err := os.Stat(abs)
 	if errors.Is(err, syscall.ENOTCONN) {
 		return "", dead(err)

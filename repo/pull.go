@@ -267,7 +267,7 @@ func (p *puller) hostID(h *hostEntry) (objects.ID, error) {
 	if h.known || h.typ != objects.TypeFile {
 		return h.id, nil
 	}
-	id, size, _, err := hashFile(filepath.Join(p.dir, filepath.FromSlash(h.rel)), h.ino, nil, nil, func(chunkJob) error { return nil })
+	id, size, _, err := hashFile(p.dir, h.rel, h.ino, nil, nil, func(chunkJob) error { return nil })
 	if err != nil {
 		return objects.Zero, fmt.Errorf("pull: read %s: %w", h.rel, err)
 	}
@@ -308,8 +308,10 @@ func (p *puller) sameContent(h *hostEntry, e *objects.Entry) (bool, error) {
 	return true, nil
 }
 
+// conflict records a conflict; the name is quoted when it holds control
+// characters (an agent's newline must not forge a line of the list).
 func (p *puller) conflict(rel, why string) {
-	p.conflicts = append(p.conflicts, rel+" ("+why+")")
+	p.conflicts = append(p.conflicts, QuotePath(rel)+" ("+why+")")
 }
 
 // plan decides, for one directory present in the stored tree, what happens
@@ -347,7 +349,7 @@ func (p *puller) plan(n *pullNode) error {
 				if unix.Lstat(filepath.Join(p.dir, filepath.FromSlash(rel)), &st) == nil {
 					// Something the scan does not track (a socket, a
 					// device) holds the name.
-					p.blockers = append(p.blockers, rel+" (a socket or device file is in the way; the commit has a "+e.Type.String()+" there)")
+					p.blockers = append(p.blockers, QuotePath(rel)+" (a socket or device file is in the way; the commit has a "+e.Type.String()+" there)")
 				}
 			}
 		case h.typ == objects.TypeDir && e.Type == objects.TypeDir:
@@ -379,9 +381,9 @@ func (p *puller) plan(n *pullNode) error {
 				abs := filepath.Join(p.dir, filepath.FromSlash(rel))
 				switch {
 				case p.sc.holdsRepo(abs):
-					p.blockers = append(p.blockers, rel+" (a directory holding the repository; the commit has a "+e.Type.String()+" there)")
+					p.blockers = append(p.blockers, QuotePath(rel)+" (a directory holding the repository; the commit has a "+e.Type.String()+" there)")
 				case len(kid.kids) > 0 && p.hasKept(kid) || p.holdsUntracked(h):
-					p.blockers = append(p.blockers, rel+" (a directory holding files the repository never had; the commit has a "+e.Type.String()+" there)")
+					p.blockers = append(p.blockers, QuotePath(rel)+" (a directory holding files the repository never had; the commit has a "+e.Type.String()+" there)")
 				}
 				continue
 			}
@@ -451,6 +453,8 @@ func (p *puller) planRemoval(n *pullNode) error {
 	}
 	if !ok {
 		p.conflict(h.rel, "changed on the host, deleted in the commit")
+	} else if h.rel == ".artignore" && n.op == opDelete {
+		p.conflict(h.rel, "deleted in the commit; it decides what push leaves out, so review that, then pull with --force")
 	}
 	return nil
 }
@@ -783,7 +787,7 @@ func (p *puller) install(dfd int, tmp string, n *pullNode) error {
 
 func (p *puller) race(n *pullNode) {
 	n.raced = true
-	p.raced = append(p.raced, n.rel)
+	p.raced = append(p.raced, QuotePath(n.rel))
 }
 
 // statType is the entry type of a stat mode (0 for sockets and devices).

@@ -600,3 +600,23 @@ func TestPullNewContentDropsSetuid(t *testing.T) {
 		t.Fatalf("tool = %q", b)
 	}
 }
+
+// A commit deleting the host's .artignore conflicts too (an agent removing
+// it had the next push store what it kept out).
+func TestPullDeletingArtignoreConflicts(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{".artignore": "secret.txt\n", "a": "a\n"})
+	v1 := push(t, r, ws, "v1").Commit
+	os.Remove(filepath.Join(ws, ".artignore"))
+	gone := push(t, r, ws, "deleted").Commit
+	pull(t, r, ws, v1)
+	_, err := r.Pull(PullOptions{Dir: ws, Commit: gone})
+	mustFail(t, err, ErrConflict)
+	if !strings.Contains(err.Error(), ".artignore (deleted in the commit") {
+		t.Errorf("message: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".artignore")); err != nil {
+		t.Fatal("the refused pull deleted .artignore")
+	}
+}

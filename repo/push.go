@@ -96,13 +96,27 @@ type chunkJob struct {
 // errChanged is a host file replaced between the scan and its read.
 var errChanged = errors.New("replaced while art read the workspace")
 
-// openScanned opens the regular file the scan saw at abs (inode ino, 0 for
-// any): never through a link, never a fifo (which would block), and never
-// another file swapped in since the scan (a link to /etc/shadow, say,
-// which push would have stored).
-func openScanned(abs string, ino uint64) (*os.File, error) {
-	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ELOOP) {
+// openScanned opens the regular file the scan saw at rel below the
+// workspace root (inode ino, 0 for any): never through a symbolic link in
+// any component (openat2 RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH; a directory
+// swapped for a link to /etc after the scan had push store root-only
+// files), never a fifo (which would block), and never another file where
+// the caller gives the inode.
+func openScanned(root, rel string, ino uint64) (*os.File, error) {
+	abs := filepath.Join(root, filepath.FromSlash(rel))
+	rfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+	}
+	fd, err := unix.Openat2(rfd, filepath.FromSlash(rel), &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH,
+	})
+	unix.Close(rfd)
+	if errors.Is(err, unix.ENOSYS) { // before Linux 5.6: the last component only
+		fd, err = unix.Open(abs, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	}
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
 		return nil, fmt.Errorf("open %s: %w", abs, errChanged)
 	}
 	if err != nil {
@@ -121,8 +135,8 @@ func openScanned(abs string, ino uint64) (*os.File, error) {
 	return f, nil
 }
 
-func hashFile(abs string, ino uint64, buf []byte, compress func([]byte) ([]byte, int), put func(chunkJob) error) (objects.ID, int64, []objects.ChunkRef, error) {
-	f, err := openScanned(abs, ino)
+func hashFile(root, rel string, ino uint64, buf []byte, compress func([]byte) ([]byte, int), put func(chunkJob) error) (objects.ID, int64, []objects.ChunkRef, error) {
+	f, err := openScanned(root, rel, ino)
 	if err != nil {
 		return objects.Zero, 0, nil, err
 	}
@@ -300,7 +314,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 				// A file replaced since the scan (an editor's save) is read
 				// as it is now: its stat no longer matches what is recorded
 				// for it, so the next push reads it again.
-				id, size, refs, err := hashFile(abs, 0, buf, tx.compress, func(c chunkJob) error {
+				id, size, refs, err := hashFile(dir, e.rel, 0, buf, tx.compress, func(c chunkJob) error {
 					select {
 					case chunks <- c:
 						return nil

@@ -460,17 +460,25 @@ func TestOpenScanned(t *testing.T) {
 	syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644)
 	var st syscall.Stat_t
 	syscall.Stat(filepath.Join(dir, "file"), &st)
-	for name, want := range map[string]error{"link": errChanged, "fifo": errChanged} {
-		if _, err := openScanned(filepath.Join(dir, name), 0); !errors.Is(err, want) {
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	os.WriteFile(filepath.Join(dir, "sub", "shadow"), []byte("public\n"), 0o644)
+	os.Symlink(filepath.Dir(secret), filepath.Join(dir, "swapped")) // a directory swapped for a link
+	for name, want := range map[string]error{"link": errChanged, "fifo": errChanged, "swapped/shadow": errChanged} {
+		if _, err := openScanned(dir, name, 0); !errors.Is(err, want) {
 			t.Errorf("%s: %v, want %v", name, err, want)
 		}
 	}
-	if f, err := openScanned(filepath.Join(dir, "file"), st.Ino); err != nil {
+	if f, err := openScanned(dir, "file", st.Ino); err != nil {
 		t.Errorf("the scanned file: %v", err)
 	} else {
 		f.Close()
 	}
-	if _, err := openScanned(filepath.Join(dir, "file"), st.Ino+1); !errors.Is(err, errChanged) {
+	if f, err := openScanned(dir, "sub/shadow", 0); err != nil {
+		t.Errorf("a file in a real subdirectory: %v", err)
+	} else {
+		f.Close()
+	}
+	if _, err := openScanned(dir, "file", st.Ino+1); !errors.Is(err, errChanged) {
 		t.Errorf("another inode: %v", err)
 	}
 }

@@ -1,7 +1,6 @@
 package repo
 
 import (
-	"path/filepath"
 	"sort"
 
 	"github.com/artproject/art/objects"
@@ -70,7 +69,7 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 				}
 				continue
 			}
-			id, _, _, err := hashFile(filepath.Join(abs, filepath.FromSlash(h.rel)), 0, nil, nil, func(chunkJob) error { return nil })
+			id, _, _, err := hashFile(abs, h.rel, 0, nil, nil, func(chunkJob) error { return nil })
 			if err != nil {
 				return nil, err
 			}

@@ -108,39 +108,84 @@ func parseBind(raw json.RawMessage, workspace string) (Bind, error) {
 // resolveBindHost resolves a bind's host path, refusing what the agent's
 // work can steer: a symbolic link met inside the workspace, where a pull
 // writes whatever the agent left (however the path is written: relative,
-// absolute, or through ../), and any path that is, holds or lies in the
-// workspace's .art, where art's config lives (an agent able to write
-// binds.json would choose its next binds).
+// absolute, through ../, or through a link of the user's that leads into
+// the workspace), and any path that is, holds or lies in the workspace's
+// .art, where art's config lives (an agent able to write binds.json would
+// choose its next binds).
 func resolveBindHost(host, workspace string) (string, error) {
+	real, err := ResolveAvoidingWorkspaceLinks(host, workspace, false)
+	if err != nil {
+		return "", fmt.Errorf("host path %s: %w", host, err)
+	}
+	wsReal, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return "", fmt.Errorf("workspace %s: %w", workspace, err)
+	}
+	art := filepath.Join(wsReal, ".art")
+	if real == art || strings.HasPrefix(real, art+"/") {
+		return "", fmt.Errorf("host path %s is art's own %s, which the agent must never see", host, art)
+	}
+	return real, nil
+}
+
+// ResolveAvoidingWorkspaceLinks resolves path to a real path, following
+// symbolic links one component at a time, and refuses any link that lies
+// inside the workspace (an agent's pulled work can put one there); links
+// elsewhere are the user's own. With missingLast, the last component need
+// not exist (a file about to be created).
+func ResolveAvoidingWorkspaceLinks(path, workspace string, missingLast bool) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
 	wsReal, err := filepath.EvalSymlinks(workspace)
 	if err != nil {
 		return "", fmt.Errorf("workspace %s: %w", workspace, err)
 	}
 	inWorkspace := func(p string) bool { return p == wsReal || strings.HasPrefix(p, wsReal+"/") }
-	cur := "/"
-	for _, c := range strings.Split(strings.TrimPrefix(filepath.Clean(host), "/"), "/") {
-		if c == "" {
+	todo := strings.Split(strings.TrimPrefix(filepath.Clean(abs), "/"), "/")
+	cur, links := "/", 0
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
 			continue
 		}
 		next := filepath.Join(cur, c)
 		fi, err := os.Lstat(next)
+		if errors.Is(err, fs.ErrNotExist) && missingLast && len(todo) == 0 {
+			return next, nil
+		}
 		if err != nil {
-			return "", fmt.Errorf("host path %s: %w", host, err)
+			return "", err
 		}
 		if fi.Mode()&os.ModeSymlink == 0 {
 			cur = next
 			continue
 		}
 		if inWorkspace(cur) {
-			return "", fmt.Errorf("host path %s goes through %s, a symbolic link inside the workspace (an agent's work can put one there); bind the real path instead", host, next)
+			return "", fmt.Errorf("%s is a symbolic link inside the workspace (an agent's work can put one there); use the real path", next)
 		}
-		if cur, err = filepath.EvalSymlinks(next); err != nil {
-			return "", fmt.Errorf("host path %s: %w", host, err)
+		if strings.HasPrefix(next, "/proc/") {
+			// A magic link (/dev/stderr is /proc/self/fd/2): its target
+			// is no path; the kernel resolves it on open.
+			return filepath.Join(append([]string{next}, todo...)...), nil
 		}
-	}
-	art := filepath.Join(wsReal, ".art")
-	if cur == art || strings.HasPrefix(cur, art+"/") {
-		return "", fmt.Errorf("host path %s is art's own %s, which the agent must never see", host, art)
+		if links++; links > 40 {
+			return "", fmt.Errorf("%s: too many levels of symbolic links", path)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		todo = append(strings.Split(strings.TrimPrefix(filepath.Clean(target), "/"), "/"), todo...)
 	}
 	return cur, nil
 }

@@ -148,6 +148,9 @@ func TestBindPathsTheAgentCannotSteer(t *testing.T) {
 	os.Symlink("real", filepath.Join(ws, "inside"))
 	userLink := filepath.Join(t.TempDir(), "mine")
 	os.Symlink(outside, userLink)
+	// The user's link into the workspace, through the agent's link there.
+	into := filepath.Join(t.TempDir(), "into")
+	os.Symlink(filepath.Join(ws, "escape"), into)
 	realDir, _ := filepath.EvalSymlinks(filepath.Join(ws, "real"))
 	realOutside, _ := filepath.EvalSymlinks(outside)
 	cases := []struct {
@@ -162,6 +165,7 @@ func TestBindPathsTheAgentCannotSteer(t *testing.T) {
 		{".art", "art's own"},
 		{"real", "=" + realDir},
 		{userLink, "=" + realOutside},
+		{into, "symbolic link inside the workspace"},
 	}
 	for _, c := range cases {
 		file := filepath.Join(t.TempDir(), "binds.json")

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"io"
 	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -128,13 +130,16 @@ func (p *pipeIO) finish() {
 
 func (p *pipeIO) close() {
 	p.closeOnce.Do(func() {
+		if len(p.ttys) > 0 {
+			// Changing a terminal from a background process group (art
+			// run with '&') raises SIGTTOU, which would stop art: it is
+			// ignored meanwhile, as shells do, so the terminal is put
+			// back in the background too.
+			signal.Ignore(syscall.SIGTTOU)
+			defer signal.Reset(syscall.SIGTTOU)
+		}
 		for _, t := range p.ttys {
-			// Only in the foreground, and only what changed: changing a
-			// terminal from a background process group would stop art
-			// (SIGTTOU).
-			if pg, err := unix.IoctlGetInt(t.fd, unix.TIOCGPGRP); err == nil && pg != unix.Getpgrp() {
-				continue
-			}
+			// Only what changed.
 			if cur, err := unix.IoctlGetTermios(t.fd, unix.TCGETS); err == nil && *cur != *t.termios {
 				_ = unix.IoctlSetTermios(t.fd, unix.TCSETS, t.termios)
 			}
