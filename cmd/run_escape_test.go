@@ -310,7 +310,7 @@ func TestRunHidesHostWorkspace(t *testing.T) {
 // all) is refused.
 func TestRunRefusesAgentOwnedConfig(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("agents run as another user only when art runs as root")
+		t.Skip("skipping: not root; agents run as another user (whose files this test plants) only when art runs as root")
 	}
 	r := newRepo(t, map[string]string{"a": "a\n"})
 	before := r.commitCount()

@@ -976,7 +976,7 @@ func TestRewinddirRelists(t *testing.T) {
 // could read the file until something refreshed its attributes).
 func TestACLRevokesAtOnce(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to act as another user")
+		t.Skip("skipping: not root; this test reads the file as another user, which takes root")
 	}
 	m := newTestMountAs(t, setupCasesLower, true)
 	p := m.WS("acl-file")

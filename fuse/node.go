@@ -184,7 +184,7 @@ func (n *Node) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno
 	if errno != 0 {
 		return nil, errno
 	}
-	return &dirStream{entries: ents, list: n.list}, 0
+	return &dirStream{DirStream: fs.NewListDirStream(ents), list: n.list}, 0
 }
 
 // list is the directory's listing as readdir returns it.
@@ -206,23 +206,14 @@ func (n *Node) list() ([]gofuse.DirEntry, syscall.Errno) {
 	return out, 0
 }
 
-// dirStream serves a listing taken at opendir; offsets are positions in
-// it, so telldir/seekdir work. Seeking back to the start (rewinddir)
-// lists the directory again: POSIX wants the stream to show what the
-// directory holds then (go-fuse's list stream replayed the old listing).
+// dirStream serves a listing taken at opendir (go-fuse's list stream:
+// offsets are positions in it, so telldir/seekdir work). Seeking back to
+// the start (rewinddir) lists the directory again: POSIX wants the stream
+// to show what the directory holds then (the list stream replayed the
+// old listing).
 type dirStream struct {
-	idx     int
-	entries []gofuse.DirEntry
-	list    func() ([]gofuse.DirEntry, syscall.Errno)
-}
-
-func (d *dirStream) HasNext() bool { return d.idx < len(d.entries) }
-
-func (d *dirStream) Next() (gofuse.DirEntry, syscall.Errno) {
-	e := d.entries[d.idx]
-	d.idx++
-	e.Off = uint64(d.idx)
-	return e, 0
+	fs.DirStream
+	list func() ([]gofuse.DirEntry, syscall.Errno)
 }
 
 func (d *dirStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
@@ -231,17 +222,11 @@ func (d *dirStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 		if errno != 0 {
 			return errno
 		}
-		d.entries, d.idx = ents, 0
+		d.DirStream = fs.NewListDirStream(ents)
 		return 0
 	}
-	if off > uint64(len(d.entries)) {
-		return syscall.EINVAL
-	}
-	d.idx = int(off)
-	return 0
+	return d.DirStream.(fs.FileSeekdirer).Seekdir(ctx, off)
 }
-
-func (d *dirStream) Close() {}
 
 // Mkdir creates a directory.
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {

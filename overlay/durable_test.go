@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/artproject/art/repo"
 )
@@ -52,20 +53,32 @@ func TestFsyncCoversAppliedRecords(t *testing.T) {
 	if applied, durable, _ = state(); durable < applied {
 		t.Fatalf("after fsync: %d records applied, only %d durable", applied, durable)
 	}
-	// fsync of new data: the journal is hard; once applied and reset,
-	// SQLite must hold it durably.
-	if _, err := fs.Write(a.Ino, []byte("fsynced\n"), 20); err != nil {
+	// A journal fsynced (here: by hand, so that no fsync call makes
+	// SQLite durable on its own) then given a record: once that is applied
+	// and the journal reset, SQLite must hold it durably.
+	fs.p.jmu.Lock()
+	err = fs.p.j.sync()
+	fs.p.jmu.Unlock()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.Fsync(a.Ino); err != nil {
+	if _, err := fs.Write(a.Ino, []byte("journaled after the fsync\n"), 20); err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.p.drain(); err != nil {
+	if err := fs.Flush(a.Ino); err != nil {
 		t.Fatal(err)
 	}
-	fs.p.apply() // the reset follows the apply that emptied the queue
+	// The applier resets the journal right after the batch drain waited
+	// for.
 	applied, durable, hard := state()
-	if !hard && durable < applied {
+	for deadline := time.Now().Add(5 * time.Second); hard && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		applied, durable, hard = state()
+	}
+	if hard {
+		t.Fatal("the journal was not reset once everything in it was applied")
+	}
+	if durable < applied {
 		t.Fatalf("journal reset with %d records applied but only %d durable", applied, durable)
 	}
 }
@@ -94,7 +107,16 @@ func TestCrashNeverShowsUnwrittenZeros(t *testing.T) {
 	if err := fs.p.sync(false); err != nil {
 		t.Fatal(err)
 	}
-	// The crash: the persister stops, memory is lost.
+	if got := readAfterCrash(t, r, wt, fs, "log"); got != "stored line\n" {
+		t.Fatalf("after the crash the file reads %q, want the stored content", got)
+	}
+}
+
+// readAfterCrash stops fs as a crash of art would (the persister stops,
+// memory and unjournaled changes are lost), opens the worktree again and
+// returns the content of the root's file name.
+func readAfterCrash(t *testing.T, r *repo.Repo, wt *repo.Worktree, fs *FS, name string) string {
+	t.Helper()
 	if err := fs.p.close(); err != nil {
 		t.Fatal(err)
 	}
@@ -104,18 +126,16 @@ func TestCrashNeverShowsUnwrittenZeros(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fs2.Close()
-	attr, err := fs2.Lookup(RootIno, "log")
+	attr, err := fs2.Lookup(RootIno, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 100)
+	buf := make([]byte, 4096)
 	n, err := fs2.Read(attr.Ino, buf, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(buf[:n]); got != "stored line\n" {
-		t.Fatalf("after the crash the file reads %q, want the stored content", got)
-	}
+	return string(buf[:n])
 }
 
 // newWorktreeFS opens the overlay of a fresh mount worktree on main (an
@@ -225,26 +245,8 @@ func TestSnapshotRacingFlushNeverShowsZeros(t *testing.T) {
 	if err := fs.p.sync(false); err != nil {
 		t.Fatal(err)
 	}
-	// The crash, before the flush's own record.
-	if err := fs.p.close(); err != nil {
-		t.Fatal(err)
-	}
-	fs.p.j.close()
-	fs2, err := Open(r, wt, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fs2.Close()
-	attr, err := fs2.Lookup(RootIno, "f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 100)
-	k, err := fs2.Read(attr.Ino, buf, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := string(buf[:k]); got != "" && got != "written, then stored by a racing flush\n" {
+	// The crash comes before the flush's own record.
+	if got := readAfterCrash(t, r, wt, fs, "f"); got != "" && got != "written, then stored by a racing flush\n" {
 		t.Fatalf("after the crash the file reads %q", got)
 	}
 }

@@ -299,18 +299,20 @@ func (p *persister) snapshot() *record {
 	if p.afterSwap != nil {
 		p.afterSwap()
 	}
-	priorSize := map[uint64]int64{} // per file: the size before its unstored writes
+	// prior[i] is the size rec.inodes[i] had before writes not yet stored:
+	// what its stored blocks stand for.
+	prior := make([]int64, 0, len(inodes))
 	for _, n := range inodes {
 		n.mu.Lock()
 		row := inodeRow{ino: n.ino, deleted: n.deleted || !n.upper}
-		priorSize[n.ino] = min(n.size, n.storedSize)
+		prior = append(prior, min(n.size, n.storedSize))
 		if !row.deleted {
 			row.typ, row.mode, row.nlink = n.typ, n.mode, n.nlink
 			row.size, row.mtime, row.ctime, row.atime = n.size, n.mtime, n.ctime, n.atime
 			if len(n.dirty) > 0 {
 				// Data still in memory is not in this record: its size
 				// would read back as zeros after a crash.
-				row.size = min(n.size, n.storedSize)
+				row.size = prior[len(prior)-1]
 			}
 			row.target = n.target
 			switch n.typ {
@@ -354,19 +356,20 @@ func (p *persister) snapshot() *record {
 	defer p.mu.Unlock()
 	// A file whose dirty data was stored after the keys were taken (a
 	// Flush in between) would be journaled at its new size without those
-	// blocks, and a crash before the next record would show zeros: it
-	// stays dirty for the next record, which holds both.
-	// Its row keeps the size its earlier blocks stand for (the row must
-	// stay: a new file's entry names it).
-	stored := map[uint64]bool{}
-	for k := range p.blocks {
-		stored[k.ino] = true
-	}
-	for i := range rec.inodes {
-		r := &rec.inodes[i]
-		if n := fs.inodes[r.ino]; n != nil && stored[r.ino] && !r.deleted && r.typ == objects.TypeFile {
-			r.size = min(r.size, priorSize[r.ino])
-			p.inodes[r.ino] = n
+	// blocks, and a crash before the next record would show zeros: its row
+	// keeps the prior size (the row must stay: a new file's entry names
+	// it), and it stays dirty for the next record, which holds both.
+	if len(p.blocks) > 0 {
+		stored := map[uint64]bool{}
+		for k := range p.blocks {
+			stored[k.ino] = true
+		}
+		for i := range rec.inodes {
+			r := &rec.inodes[i]
+			if n := fs.inodes[r.ino]; n != nil && stored[r.ino] && !r.deleted && r.typ == objects.TypeFile {
+				r.size = min(r.size, prior[i])
+				p.inodes[r.ino] = n
+			}
 		}
 	}
 	for _, r := range rec.blocks {

@@ -267,7 +267,7 @@ func (p *puller) hostID(h *hostEntry) (objects.ID, error) {
 	if h.known || h.typ != objects.TypeFile {
 		return h.id, nil
 	}
-	id, size, _, err := hashFile(p.dir, h.rel, h.ino, nil, nil, func(chunkJob) error { return nil })
+	id, size, err := hashHostFile(p.dir, h.rel, h.ino)
 	if err != nil {
 		return objects.Zero, fmt.Errorf("pull: read %s: %w", h.rel, err)
 	}
@@ -788,21 +788,6 @@ func (p *puller) install(dfd int, tmp string, n *pullNode) error {
 func (p *puller) race(n *pullNode) {
 	n.raced = true
 	p.raced = append(p.raced, QuotePath(n.rel))
-}
-
-// statType is the entry type of a stat mode (0 for sockets and devices).
-func statType(mode uint32) objects.Type {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return objects.TypeFile
-	case unix.S_IFDIR:
-		return objects.TypeDir
-	case unix.S_IFLNK:
-		return objects.TypeSymlink
-	case unix.S_IFIFO:
-		return objects.TypeFifo
-	}
-	return 0
 }
 
 // sameHostStat reports whether st is still the entry the scan saw.

@@ -251,7 +251,7 @@ func TestPullRefusesToReplaceDirectoryWithHostFiles(t *testing.T) {
 // fails it before the host is touched.
 func TestPullOnReadOnlyRepositoryChangesNothing(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to make a read-only bind mount")
+		t.Skip("skipping: not root, and making the read-only bind mount this test needs takes root")
 	}
 	dir := t.TempDir()
 	r, err := Init(filepath.Join(dir, "art.db"))
@@ -266,7 +266,7 @@ func TestPullOnReadOnlyRepositoryChangesNothing(t *testing.T) {
 	push(t, r, ws, "v2")
 	r.Close()
 	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
-		t.Skipf("cannot bind-mount %s: %v", dir, err)
+		t.Skipf("skipping: cannot bind-mount %s (%v); this test needs a read-only bind mount", dir, err)
 	}
 	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 	if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {

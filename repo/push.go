@@ -90,29 +90,38 @@ type chunkJob struct {
 	data []byte
 }
 
-// hashFile reads, chunks and hashes one file, handing each chunk to put,
-// compressed with compress (nil: only the ids are wanted, put gets no
-// data).
 // errChanged is a host file replaced between the scan and its read.
 var errChanged = errors.New("replaced while art read the workspace")
 
-// openScanned opens the regular file the scan saw at rel below the
-// workspace root (inode ino, 0 for any): never through a symbolic link in
-// any component (openat2 RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH; a directory
-// swapped for a link to /etc after the scan had push store root-only
-// files), never a fifo (which would block), and never another file where
-// the caller gives the inode.
-func openScanned(root, rel string, ino uint64) (*os.File, error) {
-	abs := filepath.Join(root, filepath.FromSlash(rel))
-	rfd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// hostRoot is an open workspace directory, below which files the scan saw
+// are opened (see open).
+type hostRoot struct {
+	path string
+	fd   int
+}
+
+func openHostRoot(path string) (*hostRoot, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: root, Err: err}
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	fd, err := unix.Openat2(rfd, filepath.FromSlash(rel), &unix.OpenHow{
+	return &hostRoot{path: path, fd: fd}, nil
+}
+
+func (r *hostRoot) close() { unix.Close(r.fd) }
+
+// open opens the regular file the scan saw at rel (inode ino, 0 for any):
+// never through a symbolic link in any component (openat2
+// RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH; a directory swapped for a link to
+// /etc after the scan had push store root-only files), never a fifo
+// (which would block), and never another file where the caller gives the
+// inode.
+func (r *hostRoot) open(rel string, ino uint64) (*os.File, error) {
+	abs := filepath.Join(r.path, filepath.FromSlash(rel))
+	fd, err := unix.Openat2(r.fd, filepath.FromSlash(rel), &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH,
 	})
-	unix.Close(rfd)
 	if errors.Is(err, unix.ENOSYS) { // before Linux 5.6: the last component only
 		fd, err = unix.Open(abs, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	}
@@ -135,8 +144,23 @@ func openScanned(root, rel string, ino uint64) (*os.File, error) {
 	return f, nil
 }
 
-func hashFile(root, rel string, ino uint64, buf []byte, compress func([]byte) ([]byte, int), put func(chunkJob) error) (objects.ID, int64, []objects.ChunkRef, error) {
-	f, err := openScanned(root, rel, ino)
+// hashHostFile hashes the file rel below root (see hostRoot.open), for
+// callers that read a few files (pull's conflict checks, status).
+func hashHostFile(root, rel string, ino uint64) (objects.ID, int64, error) {
+	r, err := openHostRoot(root)
+	if err != nil {
+		return objects.Zero, 0, err
+	}
+	defer r.close()
+	id, size, _, err := hashFile(r, rel, ino, nil, nil, func(chunkJob) error { return nil })
+	return id, size, err
+}
+
+// hashFile reads, chunks and hashes one file below root, handing each
+// chunk to put, compressed with compress (nil: only the ids are wanted,
+// put gets no data).
+func hashFile(root *hostRoot, rel string, ino uint64, buf []byte, compress func([]byte) ([]byte, int), put func(chunkJob) error) (objects.ID, int64, []objects.ChunkRef, error) {
+	f, err := root.open(rel, ino)
 	if err != nil {
 		return objects.Zero, 0, nil, err
 	}
@@ -268,6 +292,12 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		return nil, errGCRaced
 	}
 
+	files, err := openHostRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("push: %w", err)
+	}
+	defer files.close()
+
 	// Hash with all cores; one writer owns the transaction.
 	chunks := make(chan chunkJob, 64)
 	lists := make(chan struct {
@@ -314,7 +344,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 				// A file replaced since the scan (an editor's save) is read
 				// as it is now: its stat no longer matches what is recorded
 				// for it, so the next push reads it again.
-				id, size, refs, err := hashFile(dir, e.rel, 0, buf, tx.compress, func(c chunkJob) error {
+				id, size, refs, err := hashFile(files, e.rel, 0, buf, tx.compress, func(c chunkJob) error {
 					select {
 					case chunks <- c:
 						return nil

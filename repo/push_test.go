@@ -451,7 +451,7 @@ func TestArtignoreSemantics(t *testing.T) {
 // (which would block), and, where the caller says so, only as the inode
 // the scan saw: an agent swapping a link to /etc/shadow in had push store
 // it.
-func TestOpenScanned(t *testing.T) {
+func TestHostRootOpen(t *testing.T) {
 	dir := t.TempDir()
 	secret := filepath.Join(t.TempDir(), "shadow")
 	os.WriteFile(secret, []byte("root:x\n"), 0o600)
@@ -463,22 +463,27 @@ func TestOpenScanned(t *testing.T) {
 	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
 	os.WriteFile(filepath.Join(dir, "sub", "shadow"), []byte("public\n"), 0o644)
 	os.Symlink(filepath.Dir(secret), filepath.Join(dir, "swapped")) // a directory swapped for a link
+	root, err := openHostRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.close()
 	for name, want := range map[string]error{"link": errChanged, "fifo": errChanged, "swapped/shadow": errChanged} {
-		if _, err := openScanned(dir, name, 0); !errors.Is(err, want) {
+		if _, err := root.open(name, 0); !errors.Is(err, want) {
 			t.Errorf("%s: %v, want %v", name, err, want)
 		}
 	}
-	if f, err := openScanned(dir, "file", st.Ino); err != nil {
+	if f, err := root.open("file", st.Ino); err != nil {
 		t.Errorf("the scanned file: %v", err)
 	} else {
 		f.Close()
 	}
-	if f, err := openScanned(dir, "sub/shadow", 0); err != nil {
+	if f, err := root.open("sub/shadow", 0); err != nil {
 		t.Errorf("a file in a real subdirectory: %v", err)
 	} else {
 		f.Close()
 	}
-	if _, err := openScanned(dir, "file", st.Ino+1); !errors.Is(err, errChanged) {
+	if _, err := root.open("file", st.Ino+1); !errors.Is(err, errChanged) {
 		t.Errorf("another inode: %v", err)
 	}
 }

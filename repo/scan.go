@@ -205,6 +205,21 @@ func (s *scanner) holdsRepo(abs string) bool {
 	return s.repoPath != "" && strings.HasPrefix(s.repoPath, abs+"/")
 }
 
+// statType is the entry type of a stat mode (0 for sockets and devices).
+func statType(mode uint32) objects.Type {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return objects.TypeFile
+	case unix.S_IFDIR:
+		return objects.TypeDir
+	case unix.S_IFLNK:
+		return objects.TypeSymlink
+	case unix.S_IFIFO:
+		return objects.TypeFifo
+	}
+	return 0
+}
+
 func entryFromStat(rel string, st *syscall.Stat_t) (*hostEntry, bool) {
 	e := &hostEntry{
 		rel:   rel,
@@ -212,22 +227,12 @@ func entryFromStat(rel string, st *syscall.Stat_t) (*hostEntry, bool) {
 		mtime: st.Mtim.Nano(),
 		ctime: st.Ctim.Nano(),
 		ino:   st.Ino,
+		typ:   statType(st.Mode),
 	}
-	switch st.Mode & syscall.S_IFMT {
-	case syscall.S_IFREG:
-		e.typ = objects.TypeFile
+	if e.typ == objects.TypeFile || e.typ == objects.TypeSymlink {
 		e.size = st.Size
-	case syscall.S_IFDIR:
-		e.typ = objects.TypeDir
-	case syscall.S_IFLNK:
-		e.typ = objects.TypeSymlink
-		e.size = st.Size
-	case syscall.S_IFIFO:
-		e.typ = objects.TypeFifo
-	default:
-		return e, false
 	}
-	return e, true
+	return e, e.typ != 0
 }
 
 // scan walks the workspace. The root entry has rel "".

@@ -69,7 +69,7 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 				}
 				continue
 			}
-			id, _, _, err := hashFile(abs, h.rel, 0, nil, nil, func(chunkJob) error { return nil })
+			id, _, err := hashHostFile(abs, h.rel, 0)
 			if err != nil {
 				return nil, err
 			}
