@@ -1015,3 +1015,113 @@ func TestACLRevokesAtOnce(t *testing.T) {
 		t.Fatal("nobody still reads the file after an ACL revoked other's read permission")
 	}
 }
+
+// TestSetIDBitsDropped checks that writing, truncating or allocating by a
+// caller without CAP_FSETID, and chown by anyone, clear set-user-ID (and
+// set-group-ID when group-execute is set), as on a local disk, while root's
+// own writes keep them. The filesystem does this itself
+// (FUSE_HANDLE_KILLPRIV_V2), so it is checked at the mount, not trusted to
+// the kernel.
+func TestSetIDBitsDropped(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: not root; the unprivileged cases run a command as another user, which takes root")
+	}
+	m := newTestMountAs(t, setupCasesLower, true)
+	for d := m.WS(); d != "/"; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o001 == 0 {
+			os.Chmod(d, st.Mode().Perm()|0o005)
+		}
+	}
+	asNobody := func(name string, arg ...string) func(p string) error {
+		return func(p string) error {
+			cmd := exec.Command(name, append(arg, p)...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("%s as nobody: %v: %s", name, err, out)
+			}
+			return nil
+		}
+	}
+	rootAppend := func(p string) error {
+		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteString("root\n"); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	cases := []struct {
+		name string
+		mode uint32
+		act  func(p string) error
+		want uint32
+	}{
+		{"write by nobody", 0o6757, asNobody("sh", "-c", `printf x >> "$0"`), 0o757},
+		{"write by nobody, setgid without group-exec kept", 0o2747, asNobody("sh", "-c", `printf x >> "$0"`), 0o2747},
+		{"truncate by nobody", 0o6757, asNobody("truncate", "-s", "1"), 0o757},
+		{"fallocate by nobody", 0o6757, asNobody("fallocate", "-l", "65536"), 0o757},
+		{"write by root", 0o6757, rootAppend, 0o6757},
+		{"truncate by root", 0o6757, func(p string) error { return os.Truncate(p, 1) }, 0o6757},
+		{"chown by root", 0o6757, func(p string) error { return os.Chown(p, os.Getuid(), os.Getgid()) }, 0o757},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := m.WS(fmt.Sprintf("setid-%d", i))
+			if err := os.WriteFile(p, []byte("data\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// A first write before the mode change, as a build does, so the
+			// kernel has already checked the file for privileges once.
+			if err := rootAppend(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, os.FileMode(c.mode&0o777)|modeBits(c.mode)); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.act(p); err != nil {
+				t.Fatal(err)
+			}
+			// statx for the mode alone is answered from the kernel's cache
+			// when it holds the mode: the cache must not keep the old bits.
+			var stx unix.Statx_t
+			if err := unix.Statx(unix.AT_FDCWD, p, 0, unix.STATX_MODE, &stx); err != nil {
+				t.Fatal(err)
+			}
+			if got := uint32(stx.Mode) & 0o7777; got != c.want {
+				t.Fatalf("mode (statx) after %s: %#o, want %#o", c.name, got, c.want)
+			}
+			var st unix.Stat_t
+			if err := unix.Stat(p, &st); err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Mode & 0o7777; got != c.want {
+				t.Fatalf("mode after %s: %#o, want %#o", c.name, got, c.want)
+			}
+			m.Remount()
+			if err := unix.Stat(p, &st); err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Mode & 0o7777; got != c.want {
+				t.Fatalf("mode after %s and a remount: %#o, want %#o", c.name, got, c.want)
+			}
+		})
+	}
+}
+
+// modeBits converts the set-ID and sticky bits of mode to os.FileMode's.
+func modeBits(mode uint32) os.FileMode {
+	var m os.FileMode
+	if mode&0o4000 != 0 {
+		m |= os.ModeSetuid
+	}
+	if mode&0o2000 != 0 {
+		m |= os.ModeSetgid
+	}
+	if mode&0o1000 != 0 {
+		m |= os.ModeSticky
+	}
+	return m
+}

@@ -321,6 +321,22 @@ type SetAttr struct {
 	Atime *int64 // ns
 	Mtime *int64
 	Ctime bool // set ctime to now (always done on any change)
+	// KillSUIDGID clears set-user-ID, and set-group-ID when group-execute
+	// is set: what the kernel asks of a FUSE filesystem (which then does it
+	// itself, FUSE_HANDLE_KILLPRIV_V2) when a file is written, truncated
+	// or fallocated by a caller without CAP_FSETID, and on chown. An
+	// explicit Mode wins.
+	KillSUIDGID bool
+}
+
+// KillSetID is mode without the set-ID bits KillSUIDGID clears, and
+// whether it differs from mode.
+func KillSetID(mode uint32) (uint32, bool) {
+	m := mode &^ syscall.S_ISUID
+	if m&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP {
+		m &^= syscall.S_ISGID
+	}
+	return m, m != mode
 }
 
 // Setattr changes mode, size or times.
@@ -358,6 +374,8 @@ func (fs *FS) Setattr(ino uint64, s SetAttr) (Attr, error) {
 	}
 	if s.Mode != nil {
 		n.mode = *s.Mode & objects.PermMask
+	} else if s.KillSUIDGID {
+		n.mode, _ = KillSetID(n.mode)
 	}
 	if s.Atime != nil {
 		n.atime = *s.Atime

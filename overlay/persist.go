@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -64,8 +66,9 @@ type blockKey struct {
 	idx int64
 }
 
-// pendingChunk is block data not yet in the chunks table, compressed by the
-// request that stored it (so compression runs in parallel).
+// pendingChunk is block data not yet in the chunks table, as the journal
+// holds it: uncompressed when it was written here, maybe compressed when a
+// journal from an earlier version of art is replayed.
 type pendingChunk struct {
 	raw  []byte
 	enc  int
@@ -131,11 +134,12 @@ func (p *persister) putChunk(data []byte) objects.ID {
 	if ok {
 		return id
 	}
+	// Journaled as is: compression waits for the applier (applyRecords),
+	// off the path of the close that journals it.
 	raw := append([]byte(nil), data...)
-	enc, how := objects.Compress(raw)
 	p.mu.Lock()
 	if _, ok := p.chunks[id]; !ok {
-		p.chunks[id] = &pendingChunk{raw: raw, enc: how, data: enc}
+		p.chunks[id] = &pendingChunk{raw: raw, enc: objects.EncRaw, data: raw}
 	}
 	p.mu.Unlock()
 	return id
@@ -483,22 +487,70 @@ func (p *persister) chunkStillDirty(id objects.ID) bool {
 // applyRecords writes records, in order, to the upper tables in one
 // transaction.
 func applyRecords(r *repo.Repo, wt int64, recs []*record) error {
+	enc := compressChunks(recs)
 	tx, err := r.Begin()
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
 	for _, rec := range recs {
-		if err := applyRecord(tx, wt, rec); err != nil {
+		if err := applyRecord(tx, wt, rec, enc); err != nil {
 			return err
 		}
 	}
 	return tx.Commit()
 }
 
-func applyRecord(tx *repo.Tx, wt int64, rec *record) error {
+// encodedChunk is a chunk as the chunks table stores it.
+type encodedChunk struct {
+	enc  int
+	data []byte
+}
+
+// compressChunks compresses the uncompressed chunks of recs, on all cores
+// and before the transaction (which other writers of the repository wait
+// for), and returns them by id.
+func compressChunks(recs []*record) map[objects.ID]encodedChunk {
+	var todo []*pendingChunk
+	var ids []objects.ID
+	seen := map[objects.ID]bool{}
+	for _, rec := range recs {
+		for id, c := range rec.chunks {
+			if c.enc == objects.EncRaw && !seen[id] {
+				seen[id] = true
+				todo = append(todo, c)
+				ids = append(ids, id)
+			}
+		}
+	}
+	out := make([]encodedChunk, len(todo))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
+				data, enc := objects.Compress(todo[i].raw)
+				out[i] = encodedChunk{enc, data}
+			}
+		}()
+	}
+	wg.Wait()
+	m := make(map[objects.ID]encodedChunk, len(ids))
+	for i, id := range ids {
+		m[id] = out[i]
+	}
+	return m
+}
+
+func applyRecord(tx *repo.Tx, wt int64, rec *record, compressed map[objects.ID]encodedChunk) error {
 	for id, c := range rec.chunks {
-		if err := tx.PutChunkEncoded(id, len(c.raw), c.enc, c.data); err != nil {
+		e, ok := compressed[id]
+		if !ok {
+			e = encodedChunk{c.enc, c.data}
+		}
+		if err := tx.PutChunkEncoded(id, len(c.raw), e.enc, e.data); err != nil {
 			return err
 		}
 	}
