@@ -598,33 +598,39 @@ func (fs *FS) SetXattr(ino uint64, name string, value []byte, flags uint32, remo
 	}
 	i := sort.Search(len(n.xattrs), func(i int) bool { return n.xattrs[i].Name >= name })
 	exists := i < len(n.xattrs) && n.xattrs[i].Name == name
+	switch {
+	case remove && !exists:
+		return errNoData
+	case exists && !remove && flags&XattrCreate != 0:
+		return errExist
+	case !exists && !remove && flags&XattrReplace != 0:
+		return errNoData
+	case !exists && !remove && len(n.xattrs) >= objects.MaxXattrs:
+		return syscall.ENOSPC
+	}
+	old := xattrBytes(n.xattrs)
+	size := old
+	if exists {
+		size -= int64(len(name) + len(n.xattrs[i].Value))
+	}
 	if !remove {
-		total := len(name) + len(value)
-		for j, x := range n.xattrs {
-			if !(exists && j == i) {
-				total += len(x.Name) + len(x.Value)
-			}
-		}
-		if total > MaxXattrBytes {
+		size += int64(len(name) + len(value))
+		if size > MaxXattrBytes {
 			return syscall.ENOSPC
 		}
 	}
+	if grow := size - old; grow > 0 && fs.xattrMem.Add(grow) > MaxXattrTotal {
+		fs.xattrMem.Add(-grow)
+		return syscall.ENOSPC
+	} else if grow < 0 {
+		fs.xattrMem.Add(grow)
+	}
 	switch {
 	case remove:
-		if !exists {
-			return errNoData
-		}
 		n.xattrs = append(n.xattrs[:i], n.xattrs[i+1:]...)
-	case exists && flags&XattrCreate != 0:
-		return errExist
-	case !exists && flags&XattrReplace != 0:
-		return errNoData
 	case exists:
 		n.xattrs[i].Value = append([]byte(nil), value...)
 	default:
-		if len(n.xattrs) >= objects.MaxXattrs {
-			return syscall.ENOSPC
-		}
 		n.xattrs = append(n.xattrs, objects.Xattr{})
 		copy(n.xattrs[i+1:], n.xattrs[i:])
 		n.xattrs[i] = objects.Xattr{Name: name, Value: append([]byte(nil), value...)}
@@ -640,6 +646,21 @@ func (fs *FS) SetXattr(ino uint64, name string, value []byte, flags uint32, remo
 // bound an agent's 16 MiB per file (256 values of 64 KiB) made art's
 // memory grow without limit (160 MiB of xattrs: 1.9 GB).
 const MaxXattrBytes = 64 << 10
+
+// MaxXattrTotal bounds the xattrs of all the files of a mount that art
+// holds in memory (ENOSPC beyond). With one file bounded, many files still
+// made art's memory grow without limit (2,000 files of 60 KiB: 390 MB),
+// memory that --memory, which bounds the sandbox, does not cover.
+const MaxXattrTotal = 64 << 20
+
+// xattrBytes is the size MaxXattrBytes and MaxXattrTotal count.
+func xattrBytes(xs []objects.Xattr) int64 {
+	var n int64
+	for _, x := range xs {
+		n += int64(len(x.Name) + len(x.Value))
+	}
+	return n
+}
 
 // Statfs reports the free space of the filesystem holding the repository.
 func (fs *FS) Statfs() (syscall.Statfs_t, error) {

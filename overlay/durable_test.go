@@ -3,6 +3,7 @@ package overlay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -280,5 +281,78 @@ func TestPathLengthBounded(t *testing.T) {
 	}
 	if _, err := fs.Create(dir, "x", 0o644); err != nil {
 		t.Errorf("a short name still fits: %v", err)
+	}
+}
+
+// All files' xattrs together take at most MaxXattrTotal of art's memory
+// (ENOSPC beyond); removing a value, deleting a file or shrinking a value
+// gives the room back, and a remount counts what it loads.
+func TestXattrMemoryBounded(t *testing.T) {
+	r, wt, fs := newWorktreeFS(t)
+	value := make([]byte, MaxXattrBytes-16)
+	per := int64(len("user.v") + len(value))
+	files := int(MaxXattrTotal / per)
+	var inos []uint64
+	for i := 0; i <= files; i++ {
+		a, err := fs.Create(RootIno, fmt.Sprintf("f%d", i), 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inos = append(inos, a.Ino)
+		err = fs.SetXattr(a.Ino, "user.v", value, 0, false)
+		if i < files && err != nil {
+			t.Fatalf("file %d of %d: %v", i, files, err)
+		}
+		if i == files && !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("xattr past the total bound: %v, want ENOSPC", err)
+		}
+	}
+	last := inos[files]
+	// Each way of giving room back lets one more file take a value, and
+	// no more.
+	for i, free := range []struct {
+		name string
+		do   func() error
+	}{
+		{"remove a value", func() error { return fs.SetXattr(inos[0], "user.v", nil, 0, true) }},
+		{"shrink a value", func() error { return fs.SetXattr(inos[1], "user.v", []byte("short"), 0, false) }},
+		{"unlink a file", func() error { fs.Released(inos[2]); return fs.Unlink(RootIno, "f2") }},
+		{"unlink an open file, then close it", func() error {
+			if err := fs.Unlink(RootIno, "f3"); err != nil {
+				return err
+			}
+			fs.Released(inos[3])
+			return nil
+		}},
+	} {
+		if err := free.do(); err != nil {
+			t.Fatalf("%s: %v", free.name, err)
+		}
+		a, err := fs.Create(RootIno, fmt.Sprintf("extra%d", i), 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.SetXattr(a.Ino, "user.v", value, 0, false); err != nil {
+			t.Fatalf("after %s: %v", free.name, err)
+		}
+		if err := fs.SetXattr(last, "user.v", value, 0, false); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("after %s, a second value: %v, want ENOSPC", free.name, err)
+		}
+	}
+	// Remount: the loaded upper layer counts.
+	if err := fs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fs2, err := Open(r, wt, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs2.Close()
+	a, err := fs2.Lookup(RootIno, fmt.Sprintf("f%d", files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fs2.SetXattr(a.Ino, "user.v", value, 0, false); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("after a remount, an xattr past the total bound: %v, want ENOSPC", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -130,6 +131,9 @@ type FS struct {
 	ns      sync.RWMutex
 	inodes  map[uint64]*inode
 	nextIno uint64
+	// xattrMem is the size of the xattrs of the nodes in memory
+	// (MaxXattrTotal).
+	xattrMem atomic.Int64
 
 	p *persister
 }

@@ -46,6 +46,7 @@ func (fs *FS) load() error {
 				rows.Close()
 				return fmt.Errorf("load inode %d: %w", ino, err)
 			}
+			fs.xattrMem.Add(xattrBytes(n.xattrs))
 		}
 		if n.ino >= fs.nextIno && n.ino&lowerBit == 0 {
 			fs.nextIno = n.ino + 1

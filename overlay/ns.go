@@ -66,6 +66,7 @@ func (fs *FS) child(d *inode, name string) (*inode, error) {
 	}
 	n := newLowerInode(d.ino, e)
 	fs.inodes[ino] = n
+	fs.xattrMem.Add(xattrBytes(n.xattrs))
 	return fs.admit(d, name, n)
 }
 
@@ -291,6 +292,8 @@ func (fs *FS) maybeFree(n *inode) {
 		n.dirty = nil
 		n.blocks = nil
 		n.reader = nil
+		fs.xattrMem.Add(-xattrBytes(n.xattrs))
+		n.xattrs = nil
 		fs.p.dirtyInodeLocked(n)
 	} else if n.upper {
 		fs.p.dirtyInodeLocked(n)
