@@ -1,6 +1,7 @@
 package objects
 
 import (
+	"bytes"
 	"errors"
 	"io"
 )
@@ -43,6 +44,35 @@ var gear = func() [256]uint64 {
 // rest of the stream, or at least MaxChunk bytes of it; the cut depends only
 // on the bytes, so an insertion early in a file moves only the nearby cuts.
 func Boundary(data []byte) int {
+	if len(data) >= MaxChunk && IsZero(data[:MaxChunk]) {
+		return zeroCut
+	}
+	return boundary(data)
+}
+
+// zeroCut is where boundary cuts MaxChunk zero bytes. The gear hash of a
+// run of zeros settles after 64 bytes, so every such run is cut there, and
+// Boundary answers it without hashing: holes and zero-filled files (disk
+// images, preallocated files) cost a comparison, not a pass of the hash.
+var zeroCut = boundary(make([]byte, MaxChunk))
+
+// zeros is a run of zero bytes to compare against.
+var zeros [MaxChunk]byte
+
+// IsZero reports whether b holds only zero bytes.
+func IsZero(b []byte) bool {
+	for len(b) > 0 {
+		k := min(len(b), len(zeros))
+		if !bytes.Equal(b[:k], zeros[:k]) {
+			return false
+		}
+		b = b[k:]
+	}
+	return true
+}
+
+// boundary is Boundary by the gear hash alone.
+func boundary(data []byte) int {
 	n := len(data)
 	if n <= MinChunk {
 		return n

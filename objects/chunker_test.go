@@ -249,3 +249,58 @@ func TestChunkerReadError(t *testing.T) {
 		t.Fatalf("Next = %v, want the read error", err)
 	}
 }
+
+// Runs of zeros are cut without the hash (Boundary's shortcut); the cuts
+// must be those of the hash, or the chunk ids of zero-filled files would
+// depend on the version of art that stored them.
+func TestZeroRunsCutAsHashed(t *testing.T) {
+	rnd := randBytes(9, 3*MaxChunk)
+	withByte := func(n, at int) []byte {
+		b := make([]byte, n)
+		b[at] = 1
+		return b
+	}
+	cases := []struct {
+		name string
+		data []byte
+	}{
+		{"zeros, MaxChunk", make([]byte, MaxChunk)},
+		{"zeros, 3 MaxChunk + 5", make([]byte, 3*MaxChunk+5)},
+		{"zeros, MinChunk + 1", make([]byte, MinChunk+1)},
+		{"zeros, 100", make([]byte, 100)},
+		{"a byte at MaxChunk-1", withByte(2*MaxChunk, MaxChunk-1)},
+		{"a byte at MaxChunk", withByte(2*MaxChunk, MaxChunk)},
+		{"a byte at MinChunk", withByte(2*MaxChunk, MinChunk)},
+		{"data, then zeros", append(append([]byte(nil), rnd[:MaxChunk+777]...), make([]byte, 5*MaxChunk)...)},
+		{"zeros, then data", append(make([]byte, 5*MaxChunk+333), rnd...)},
+	}
+	for _, c := range cases {
+		var want [][]byte
+		for d := c.data; len(d) > 0; {
+			n := boundary(d)
+			want = append(want, d[:n])
+			d = d[n:]
+		}
+		if got := splitAll(c.data); !equalChunks(got, want) {
+			t.Errorf("%s: %d chunks, want %d as the hash cuts them", c.name, len(got), len(want))
+		}
+	}
+	if zeroCut < MinChunk || zeroCut > MaxChunk {
+		t.Errorf("zeroCut %d is outside [MinChunk, MaxChunk]", zeroCut)
+	}
+}
+
+func TestIsZero(t *testing.T) {
+	for _, n := range []int{0, 1, 7, MaxChunk, MaxChunk + 1, 3*MaxChunk + 9} {
+		b := make([]byte, n)
+		if !IsZero(b) {
+			t.Errorf("%d zero bytes: not zero", n)
+		}
+		if n > 0 {
+			b[n-1] = 1
+			if IsZero(b) {
+				t.Errorf("%d bytes ending in 1: zero", n)
+			}
+		}
+	}
+}

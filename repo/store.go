@@ -309,6 +309,9 @@ func (tx *Tx) PutFile(rd io.Reader) (objects.ID, int64, error) {
 	h := objects.NewHasher()
 	var refs []objects.ChunkRef
 	var size int64
+	// Runs of zeros (holes) are cut into equal chunks of zeros: hash and
+	// store the first one only.
+	zero := objects.ChunkRef{}
 	for {
 		c, err := ch.Next()
 		if err == io.EOF {
@@ -318,9 +321,13 @@ func (tx *Tx) PutFile(rd io.Reader) (objects.ID, int64, error) {
 			return objects.Zero, 0, err
 		}
 		h.Write(c)
-		id, err := tx.PutChunk(c)
-		if err != nil {
+		var id objects.ID
+		if zero.Size != 0 && len(c) == int(zero.Size) && objects.IsZero(c) {
+			id = zero.ID
+		} else if id, err = tx.PutChunk(c); err != nil {
 			return objects.Zero, 0, err
+		} else if objects.IsZero(c) {
+			zero = objects.ChunkRef{ID: id, Size: uint32(len(c))}
 		}
 		refs = append(refs, objects.ChunkRef{ID: id, Size: uint32(len(c))})
 		size += int64(len(c))

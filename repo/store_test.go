@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -70,5 +71,38 @@ func TestPutTrees(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A file with a long run of zeros (a hole) stores the zero chunk once and
+// reads back whole; its id is the hash of its content, shortcut or not.
+func TestPutFileZeroRun(t *testing.T) {
+	r := newTestRepo(t)
+	head := bytes.Repeat([]byte("header "), 5000)
+	tail := bytes.Repeat([]byte("trailer"), 5000)
+	content := append(append(append([]byte(nil), head...), make([]byte, 40*objects.MaxChunk+123)...), tail...)
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	id, size, err := tx.PutFile(bytes.NewReader(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size != int64(len(content)) || id != objects.Hash(content) {
+		t.Fatalf("PutFile: size %d id %s, want %d %s", size, id.Short(), len(content), objects.Hash(content).Short())
+	}
+	// head, the zero run's chunks (one distinct), what ends it, tail, the
+	// chunk list: a handful of new objects, not forty.
+	if tx.NewObjects > 8 {
+		t.Errorf("%d new objects for one zero run", tx.NewObjects)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.ReadFile(id, size)
+	if err != nil || !bytes.Equal(got, content) {
+		t.Fatalf("read back %d bytes (err %v), want the %d stored", len(got), err, len(content))
 	}
 }
