@@ -285,8 +285,8 @@ func TestZeroRunsCutAsHashed(t *testing.T) {
 			t.Errorf("%s: %d chunks, want %d as the hash cuts them", c.name, len(got), len(want))
 		}
 	}
-	if zeroCut < MinChunk || zeroCut > MaxChunk {
-		t.Errorf("zeroCut %d is outside [MinChunk, MaxChunk]", zeroCut)
+	if got := boundary(make([]byte, MaxChunk)); got != zeroCut {
+		t.Errorf("the hash cuts MaxChunk zeros at %d, zeroCut says %d", got, zeroCut)
 	}
 }
 
