@@ -1042,6 +1042,16 @@ func TestSetIDBitsDropped(t *testing.T) {
 			return nil
 		}
 	}
+	// Root without CAP_FSETID loses the bits too (ext4 does the same).
+	asRootWithoutFsetid := func(name string, arg ...string) func(p string) error {
+		return func(p string) error {
+			args := append([]string{"--bounding-set=-fsetid", "--inh-caps=-fsetid", name}, append(arg, p)...)
+			if out, err := exec.Command("setpriv", args...).CombinedOutput(); err != nil {
+				return fmt.Errorf("%s without CAP_FSETID: %v: %s", name, err, out)
+			}
+			return nil
+		}
+	}
 	rootAppend := func(p string) error {
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
@@ -1066,6 +1076,18 @@ func TestSetIDBitsDropped(t *testing.T) {
 		{"write by root", 0o6757, rootAppend, 0o6757},
 		{"truncate by root", 0o6757, func(p string) error { return os.Truncate(p, 1) }, 0o6757},
 		{"chown by root", 0o6757, func(p string) error { return os.Chown(p, os.Getuid(), os.Getgid()) }, 0o757},
+		{"chown -1 -1 by root", 0o6757, func(p string) error { return os.Chown(p, -1, -1) }, 0o757},
+		{"chown -1 -1 by root, setgid without group-exec kept", 0o6747, func(p string) error { return os.Chown(p, -1, -1) }, 0o2747},
+		{"fallocate by root without CAP_FSETID", 0o6757, asRootWithoutFsetid("fallocate", "-l", "65536"), 0o757},
+		{"write by root without CAP_FSETID", 0o6757, asRootWithoutFsetid("sh", "-c", `printf x >> "$0"`), 0o757},
+		{"fallocate by root", 0o6757, func(p string) error {
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return unix.Fallocate(int(f.Fd()), 0, 0, 65536)
+		}, 0o6757},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

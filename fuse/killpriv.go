@@ -11,10 +11,9 @@ import (
 // killPrivFS clears set-user-ID and set-group-ID bits where a local disk
 // would, which the mount promises the kernel by negotiating
 // FUSE_HANDLE_KILLPRIV_V2 (in return, the kernel stops asking for
-// security.capability before each write). Setattr handles truncate and
-// chown from the request's FATTR_KILL_SUIDGID; writes and fallocate are
-// handled here because go-fuse's node API does not pass the write flags
-// on.
+// security.capability before each write). Setattr handles truncate, chown
+// and fallocate (Node.Setattr); writes are handled here because go-fuse's
+// node API does not pass the write flags on.
 type killPrivFS struct {
 	gofuse.RawFileSystem
 	srv *gofuse.Server
@@ -37,15 +36,6 @@ func (k *killPrivFS) Writev(cancel <-chan struct{}, in *gofuse.WriteIn, data [][
 		k.killSetID(cancel, &in.InHeader)
 	}
 	return k.RawFileSystem.Writev(cancel, in, data)
-}
-
-// Fallocate clears the bits for any caller but root: the kernel does not
-// say whether the caller holds CAP_FSETID here, and root normally does.
-func (k *killPrivFS) Fallocate(cancel <-chan struct{}, in *gofuse.FallocateIn) gofuse.Status {
-	if in.Caller.Uid != 0 {
-		k.killSetID(cancel, &in.InHeader)
-	}
-	return k.RawFileSystem.Fallocate(cancel, in)
 }
 
 // killSetID clears the set-ID bits of the request's node, when it has any

@@ -162,8 +162,14 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		s.Size = &v
 	}
 	// Truncate by a caller without CAP_FSETID, and chown of a file: the
-	// kernel leaves clearing set-ID bits to us (killPrivFS).
-	s.KillSUIDGID = in.Valid&gofuse.FATTR_KILL_SUIDGID != 0
+	// kernel leaves clearing set-ID bits to us (killPrivFS). It also sends
+	// a SETATTR that sets nothing where it would have cleared them itself
+	// (FUSE_HANDLE_KILLPRIV_V2 strips that part): chown(f, -1, -1), and
+	// fallocate or a file's first write by a caller without CAP_FSETID.
+	const attrFields = gofuse.FATTR_MODE | gofuse.FATTR_UID | gofuse.FATTR_GID | gofuse.FATTR_SIZE |
+		gofuse.FATTR_ATIME | gofuse.FATTR_MTIME | gofuse.FATTR_ATIME_NOW | gofuse.FATTR_MTIME_NOW | gofuse.FATTR_CTIME
+	s.KillSUIDGID = in.Valid&gofuse.FATTR_KILL_SUIDGID != 0 ||
+		in.Valid&attrFields == 0 && n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFDIR
 	if t, ok := in.GetATime(); ok {
 		v := t.UnixNano()
 		s.Atime = &v

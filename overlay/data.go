@@ -303,16 +303,25 @@ func (fs *FS) storeDirtyLocked(n *inode) {
 	if n.blocks == nil {
 		n.blocks = map[int64]objects.ID{}
 	}
+	// A few blocks (most files, closed one after another by a build or an
+	// untar) are journaled as they are and compressed by the applier, off
+	// the path of the close; more (a large file, a write storm) are
+	// compressed here, so that the journal stays small.
+	compress := len(n.dirty) >= compressInlineBlocks
 	for idx, b := range n.dirty {
 		// Trailing zeros are not stored: a short block reads as zeros.
 		trimmed := bytes.TrimRight(b, "\x00")
-		id := fs.p.putChunk(trimmed)
+		id := fs.p.putChunk(trimmed, compress)
 		n.blocks[idx] = id
 		fs.p.dirtyBlock(n.ino, idx, id)
 	}
 	n.dirty = nil
 	fs.p.dirtyInodeLocked(n)
 }
+
+// compressInlineBlocks is how many dirty blocks a file stores at once
+// before the request storing them compresses them itself.
+const compressInlineBlocks = 4
 
 // SetAttr is a change of attributes; nil fields are left alone.
 type SetAttr struct {

@@ -356,3 +356,40 @@ func TestXattrMemoryBounded(t *testing.T) {
 		t.Fatalf("after a remount, an xattr past the total bound: %v, want ENOSPC", err)
 	}
 }
+
+// A file unlinked while open when art died is garbage at the next mount:
+// its xattrs are not counted against MaxXattrTotal, at that mount or any
+// later one.
+func TestXattrMemoryOfGarbageAfterCrash(t *testing.T) {
+	r, wt, fs := newWorktreeFS(t)
+	a, err := fs.Create(RootIno, "f", 0o644) // left open
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.SetXattr(a.Ino, "user.v", make([]byte, MaxXattrBytes-16), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Unlink(RootIno, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.p.sync(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.p.close(); err != nil { // art dies with the file open
+		t.Fatal(err)
+	}
+	fs.p.j.close()
+	for i := range 2 {
+		fs2, err := Open(r, wt, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := fs2.xattrMem.Load()
+		if err := fs2.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got != 0 {
+			t.Errorf("mount %d after the crash: %d xattr bytes counted, want 0", i+1, got)
+		}
+	}
+}

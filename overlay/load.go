@@ -104,10 +104,14 @@ func (fs *FS) load() error {
 		n.blocks[idx] = id
 	}
 	rows.Close()
-	// Files that were unlinked while open when art died are garbage now.
+	// Files that were unlinked while open when art died are garbage now
+	// (their rows go with the upper layer at the next commit); their
+	// xattrs are not held.
 	for ino, n := range fs.inodes {
 		if n.nlink == 0 && n.typ != objects.TypeDir {
 			n.deleted = true
+			fs.xattrMem.Add(-xattrBytes(n.xattrs))
+			n.xattrs = nil
 			fs.inodes[ino] = n
 		}
 	}

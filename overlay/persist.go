@@ -67,13 +67,14 @@ type blockKey struct {
 }
 
 // pendingChunk is block data not yet in the chunks table, as the journal
-// holds it: uncompressed when it was written here, maybe compressed when a
-// journal from an earlier version of art is replayed.
+// holds it: compressed or not (storeDirtyLocked), and as an earlier
+// version of art wrote it when a journal is replayed.
 type pendingChunk struct {
-	raw  []byte
-	enc  int
-	data []byte
-	refs int // records naming it that are not applied yet
+	raw   []byte
+	enc   int
+	data  []byte
+	tried bool // compression was tried (data may still be raw)
+	refs  int  // records naming it that are not applied yet
 }
 
 // applyInterval bounds how long journaled changes wait for SQLite, and
@@ -125,8 +126,9 @@ func (p *persister) persisted(n *inode) bool {
 	return n.mark <= p.covered
 }
 
-// putChunk keeps block data until it is applied and returns its id.
-func (p *persister) putChunk(data []byte) objects.ID {
+// putChunk keeps block data until it is applied and returns its id;
+// compress compresses it now, else the applier does (compressChunks).
+func (p *persister) putChunk(data []byte, compress bool) objects.ID {
 	id := objects.Hash(data)
 	p.mu.Lock()
 	_, ok := p.chunks[id]
@@ -134,12 +136,14 @@ func (p *persister) putChunk(data []byte) objects.ID {
 	if ok {
 		return id
 	}
-	// Journaled as is: compression waits for the applier (applyRecords),
-	// off the path of the close that journals it.
 	raw := append([]byte(nil), data...)
+	c := &pendingChunk{raw: raw, enc: objects.EncRaw, data: raw, tried: compress}
+	if compress {
+		c.data, c.enc = objects.Compress(raw)
+	}
 	p.mu.Lock()
 	if _, ok := p.chunks[id]; !ok {
-		p.chunks[id] = &pendingChunk{raw: raw, enc: objects.EncRaw, data: raw}
+		p.chunks[id] = c
 	}
 	p.mu.Unlock()
 	return id
@@ -516,7 +520,7 @@ func compressChunks(recs []*record) map[objects.ID]encodedChunk {
 	seen := map[objects.ID]bool{}
 	for _, rec := range recs {
 		for id, c := range rec.chunks {
-			if c.enc == objects.EncRaw && !seen[id] {
+			if c.enc == objects.EncRaw && !c.tried && !seen[id] {
 				seen[id] = true
 				todo = append(todo, c)
 				ids = append(ids, id)
