@@ -42,7 +42,7 @@ FILE /ws/path (SIZE bytes, ID), DIR /ws/path or LINK /ws/path -> TARGET.`,
 			bar := newProgress(g.stderr)
 			opts := repo.PushOptions{
 				Dir: abs, Branch: branch, Message: msg,
-				Warn:     func(s string) { fmt.Fprintln(g.stderr, "art: warning:", safeText(s)) },
+				Warn:     func(s string) { fmt.Fprintln(g.stderr, "art: warning:", repo.EscapeControls(s)) },
 				Progress: func(done, total int64) { bar.update("hashing", done, total) },
 			}
 			if !quiet {

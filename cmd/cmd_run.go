@@ -480,7 +480,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		// The structured log is stored like any file; the commit names it.
 		tid, err := storeTrace(r, st)
 		if err != nil {
-			fmt.Fprintf(g.stderr, "art: warning: the syscall log was not stored: %s\n", safeText(err.Error()))
+			fmt.Fprintf(g.stderr, "art: warning: the syscall log was not stored: %s\n", repo.EscapeControls(err.Error()))
 		} else if tid != nil {
 			sess.TraceID = tid
 		}

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -88,11 +87,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ce *codeError
 	if errors.As(err, &ce) {
 		if ce.err != nil && ce.err.Error() != "" {
-			fmt.Fprintln(stderr, "art:", safeText(ce.err.Error()))
+			fmt.Fprintln(stderr, "art:", repo.EscapeControls(ce.err.Error()))
 		}
 		return ce.code
 	}
-	fmt.Fprintln(stderr, "art:", safeText(err.Error()))
+	fmt.Fprintln(stderr, "art:", repo.EscapeControls(err.Error()))
 	if repo.IsReadOnly(err) {
 		fmt.Fprintln(stderr, "art: the repository cannot be written by this user: check the permissions of the repository file and of its directory (which holds its -wal and -shm files)")
 	}
@@ -176,27 +175,6 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 	return root
 }
 
-// openRepo discovers and opens the repository for a workspace directory.
-// safeText escapes, as \ooo, the bytes of an error message that could
-// act on a terminal (C0 controls but newline and tab, DEL, C1 controls,
-// invalid UTF-8): messages name paths an agent chose.
-func safeText(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		bad := r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f || r == utf8.RuneError && size == 1
-		if bad {
-			for _, c := range []byte(s[i : i+size]) {
-				fmt.Fprintf(&b, "\\%03o", c)
-			}
-		} else {
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
-
 // defaultWorkspace is the workspace a command uses: dir (-m) when given;
 // otherwise the current directory, unless the repository found by
 // searching upward lives in an ancestor's .art, that ancestor is a
@@ -230,6 +208,7 @@ func (g *globals) defaultWorkspace(c *cobra.Command, dir string) string {
 	return dir
 }
 
+// openRepo discovers and opens the repository for a workspace directory.
 func (g *globals) openRepo(workspace string) (*repo.Repo, error) {
 	if workspace == "" {
 		workspace = "."

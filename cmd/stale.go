@@ -23,7 +23,7 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 			continue
 		}
 		if done, err := fuse.CleanupStale(w.Mountpoint); err != nil {
-			fmt.Fprintf(g.stderr, "art: warning: %s\n", safeText(err.Error()))
+			fmt.Fprintf(g.stderr, "art: warning: %s\n", repo.EscapeControls(err.Error()))
 		} else if done {
 			fmt.Fprintf(g.stderr, "art: removed the stale mount of interrupted worktree #%d at %s (record its changes with 'art commit --worktree %d')\n", w.ID, w.Mountpoint, w.ID)
 		}
@@ -38,7 +38,7 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 			// Every session is a commit: record the one art was killed in,
 			// with what it wrote up to its last flush.
 			if err := commitWorktree(g, r, w, "", ""); err != nil {
-				fmt.Fprintf(g.stderr, "art: warning: could not record interrupted session #%d: %s (try 'art commit --worktree %d')\n", w.ID, safeText(err.Error()), w.ID)
+				fmt.Fprintf(g.stderr, "art: warning: could not record interrupted session #%d: %s (try 'art commit --worktree %d')\n", w.ID, repo.EscapeControls(err.Error()), w.ID)
 			} else {
 				fmt.Fprintf(g.stderr, "art: recorded the interrupted session of worktree #%d on %s\n", w.ID, w.Branch)
 			}

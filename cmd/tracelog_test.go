@@ -107,22 +107,6 @@ func TestTraceSummaryQuotesNames(t *testing.T) {
 	}
 }
 
-// Error messages name paths an agent chose: their control characters
-// (but newlines and tabs, which messages use) are escaped.
-func TestSafeText(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain\nlist\tok":          "plain\nlist\tok",
-		"x\x1b]0;T\x07y":           `x\033]0;T\007y`,
-		"csi\u009b2J":              `csi\302\2332J`,
-		"del\x7f and ünïcode café": `del\177 and ünïcode café`,
-		"raw\x9b2J":                `raw\2332J`,
-	} {
-		if got := safeText(in); got != want {
-			t.Errorf("safeText(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // The host workspace is hidden unless the user's binds show it whole or
 // put something at its path.
 func TestHideWorkspace(t *testing.T) {

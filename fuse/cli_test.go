@@ -233,6 +233,15 @@ func (c *cliRepo) startMount(branch, dir string) *mountProc {
 	return p
 }
 
+// kill9 kills art mount with SIGKILL and waits for it to be gone.
+func (p *mountProc) kill9(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+}
+
 func (p *mountProc) wait(t *testing.T) {
 	t.Helper()
 	select {
@@ -375,10 +384,7 @@ func TestCrash(t *testing.T) {
 		acked[k] = v
 	}
 	mu.Unlock()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	p.wait(t)
+	p.kill9(t)
 	close(stop)
 	wg.Wait()
 	for _, f := range open {
@@ -574,8 +580,7 @@ func TestCleanupStaleRightAfterDeath(t *testing.T) {
 	if done, err := CleanupStale(mnt); done || err != nil {
 		t.Fatalf("CleanupStale of a live mount: %v %v", done, err)
 	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
+	p.kill9(t)
 	_, err := CheckMountpoint(mnt)
 	if err == nil || !strings.Contains(err.Error(), "died") {
 		t.Errorf("CheckMountpoint of a dead mount: %v", err)
@@ -615,8 +620,7 @@ func TestCrashResume(t *testing.T) {
 	d, _ := os.Open(filepath.Join(mnt, wsName))
 	d.Sync()
 	d.Close()
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
+	p.kill9(t)
 
 	// art mount itself removes the dead mount (TestMountAfterKillOnSameMountPoint)
 	// and resumes the worktree.
@@ -674,8 +678,7 @@ func TestMovedBranchWorkGoesToNewBranch(t *testing.T) {
 	if after := c.state(); after != before {
 		t.Fatalf("the refused push changed the repository:\n%s\n---\n%s", before, after)
 	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
+	p.kill9(t)
 
 	if err := os.WriteFile(filepath.Join(c.host, "host.txt"), []byte("host work\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -718,8 +721,7 @@ func TestMountAfterKillOnSameMountPoint(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mnt, wsName, "kept.txt"), []byte("kept\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
+	p.kill9(t)
 	p = c.startMount("main", mnt)
 	if !strings.Contains(p.stderr.String(), "stale mount") {
 		t.Errorf("art mount does not say it removed the stale mount:\n%s", p.stderr)

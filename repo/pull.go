@@ -1,7 +1,6 @@
 package repo
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -849,7 +848,7 @@ func (p *puller) writeContent(f *os.File, e *objects.Entry) error {
 	for {
 		n, err := io.ReadFull(fr, buf)
 		if n > 0 {
-			if !bytes.Equal(buf[:n], zeroBlock[:n]) {
+			if !objects.IsZero(buf[:n]) {
 				if _, werr := f.WriteAt(buf[:n], off); werr != nil {
 					return werr
 				}
@@ -868,8 +867,6 @@ func (p *puller) writeContent(f *os.File, e *objects.Entry) error {
 
 // holeBlock is the unit in which a pull leaves zeros out as holes.
 const holeBlock = 64 << 10
-
-var zeroBlock [holeBlock]byte
 
 // refresh brings an entry whose content already matches up to date:
 // directory contents, modes and times.

@@ -47,6 +47,26 @@ func QuotePath(p string) string {
 	return b.String()
 }
 
+// EscapeControls escapes, as \ooo, the bytes of a message that could act
+// on a terminal (C0 controls but newline and tab, DEL, C1 controls,
+// invalid UTF-8), leaving the rest as it is: error messages and warnings
+// name paths an agent chose.
+func EscapeControls(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f || r == utf8.RuneError && size == 1 {
+			for j := 0; j < size; j++ {
+				octal(&b, s[i+j])
+			}
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
 func needsQuote(p string) bool {
 	for _, r := range p {
 		if r < 0x20 || r >= 0x7f && r <= 0x9f || r == '"' || r == '\\' || r == utf8.RuneError {

@@ -22,3 +22,19 @@ func TestQuotePath(t *testing.T) {
 		}
 	}
 }
+
+// Error messages name paths an agent chose: their control characters
+// (but newlines and tabs, which messages use) are escaped.
+func TestEscapeControls(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain\nlist\tok":          "plain\nlist\tok",
+		"x\x1b]0;T\x07y":           `x\033]0;T\007y`,
+		"csi\u009b2J":              `csi\302\2332J`,
+		"del\x7f and ünïcode café": `del\177 and ünïcode café`,
+		"raw\x9b2J":                `raw\2332J`,
+	} {
+		if got := EscapeControls(in); got != want {
+			t.Errorf("EscapeControls(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
