@@ -161,11 +161,18 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		v := int64(sz)
 		s.Size = &v
 	}
-	// Truncate by a caller without CAP_FSETID, and chown of a file: the
-	// kernel leaves clearing set-ID bits to us (killPrivFS). It also sends
-	// a SETATTR that sets nothing where it would have cleared them itself
-	// (FUSE_HANDLE_KILLPRIV_V2 strips that part): chown(f, -1, -1), and
-	// fallocate or a file's first write by a caller without CAP_FSETID.
+	// With FUSE_HANDLE_KILLPRIV_V2 (see Mount) the kernel leaves clearing
+	// set-ID bits to us. Truncate by a caller without CAP_FSETID and chown
+	// of a file say so (FATTR_KILL_SUIDGID); where the kernel would have
+	// cleared them itself it sends a SETATTR that sets nothing:
+	// chown(f, -1, -1), and fallocate or write to a set-ID file by a caller
+	// without CAP_FSETID. That covers every write, so WRITE_KILL_SUIDGID,
+	// which go-fuse's node API does not pass on, is not needed: a set-ID
+	// file never gets the kernel's "nothing to clear" mark (S_NOSEC), so
+	// each such write is preceded by that SETATTR, and all mode changes
+	// go through this mount, so the kernel's view of the mode is right.
+	// (The kernel's writeback cache, which this mount does not use, would
+	// change that path.)
 	const attrFields = gofuse.FATTR_MODE | gofuse.FATTR_UID | gofuse.FATTR_GID | gofuse.FATTR_SIZE |
 		gofuse.FATTR_ATIME | gofuse.FATTR_MTIME | gofuse.FATTR_ATIME_NOW | gofuse.FATTR_MTIME_NOW | gofuse.FATTR_CTIME
 	s.KillSUIDGID = in.Valid&gofuse.FATTR_KILL_SUIDGID != 0 ||
@@ -556,21 +563,15 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*gofuse.Server, error) {
 			DisableSplice: true,
 			// As root, mount(2) directly; otherwise go-fuse uses fusermount3.
 			DirectMount: os.Geteuid() == 0,
-			// We clear set-ID bits ourselves (killPrivFS), so the kernel
-			// may stop asking for security.capability before every write
-			// to a file it has once found without it: a round trip per
-			// write, a third of all requests of an untar.
+			// We clear set-ID bits ourselves (Node.Setattr), so the
+			// kernel may stop asking for security.capability before
+			// every write to a file it has once found without it: a
+			// round trip per write, a third of all requests of an untar.
 			ExtraCapabilities: gofuse.CAP_HANDLE_KILLPRIV_V2,
 		},
 	}
-	kp := &killPrivFS{RawFileSystem: fs.NewNodeFS(root, opts)}
-	srv, err := gofuse.NewServer(kp, dir, &opts.MountOptions)
+	srv, err := fs.Mount(dir, root, opts)
 	if err != nil {
-		return nil, err
-	}
-	go srv.Serve()
-	if err := srv.WaitMount(); err != nil {
-		// The serve loop ends by itself when the mount never came up.
 		return nil, err
 	}
 	if err := raiseReadAhead(dir, opts.MaxReadAhead); err != nil && os.Geteuid() == 0 {

@@ -338,14 +338,13 @@ type SetAttr struct {
 	KillSUIDGID bool
 }
 
-// KillSetID is mode without the set-ID bits KillSUIDGID clears, and
-// whether it differs from mode.
-func KillSetID(mode uint32) (uint32, bool) {
+// killSetID is mode without the set-ID bits KillSUIDGID clears.
+func killSetID(mode uint32) uint32 {
 	m := mode &^ syscall.S_ISUID
 	if m&(syscall.S_ISGID|syscall.S_IXGRP) == syscall.S_ISGID|syscall.S_IXGRP {
 		m &^= syscall.S_ISGID
 	}
-	return m, m != mode
+	return m
 }
 
 // Setattr changes mode, size or times.
@@ -384,7 +383,7 @@ func (fs *FS) Setattr(ino uint64, s SetAttr) (Attr, error) {
 	if s.Mode != nil {
 		n.mode = *s.Mode & objects.PermMask
 	} else if s.KillSUIDGID {
-		n.mode, _ = KillSetID(n.mode)
+		n.mode = killSetID(n.mode)
 	}
 	if s.Atime != nil {
 		n.atime = *s.Atime
