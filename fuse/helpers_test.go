@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
 	"github.com/artproject/art/objects"
@@ -65,7 +64,7 @@ type testMount struct {
 	Dir    string // the mount point
 	WT     *repo.Worktree
 	OFS    *overlay.FS
-	srv    *gofuse.Server
+	srv    *Server
 
 	allowOther bool // mounted with allow_other
 

@@ -22,7 +22,7 @@ func CheckMountpoint(dir string) (string, error) {
 		return fmt.Errorf("mount point %s: the mount of a process that died (%w); any art command on its repository removes it, or unmount it: fusermount3 -uz %s", abs, err, abs)
 	}
 	st, err := os.Stat(abs)
-	if errors.Is(err, syscall.ENOTCONN) {
+	if deadServer(err) {
 		return "", dead(err)
 	}
 	if err != nil {
@@ -33,7 +33,7 @@ func CheckMountpoint(dir string) (string, error) {
 	}
 	if mounted, _ := IsMountpoint(abs); mounted {
 		var sfs syscall.Statfs_t
-		if err := syscall.Statfs(abs, &sfs); errors.Is(err, syscall.ENOTCONN) {
+		if err := syscall.Statfs(abs, &sfs); deadServer(err) {
 			return "", dead(err)
 		}
 		return "", fmt.Errorf("mount point %s: already a mount point (unmount it first: fusermount3 -u %s)", abs, abs)
@@ -118,8 +118,16 @@ func CheckFUSE() error {
 	return nil
 }
 
+// deadServer reports whether err is the kernel's answer for a FUSE mount
+// whose server is gone: ENOTCONN once the connection is torn down, and
+// ECONNABORTED while an io_uring connection is still being torn down
+// (for a few milliseconds after the server died).
+func deadServer(err error) bool {
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
+}
+
 // CleanupStale lazily unmounts a mount point whose server died: the kernel
-// then answers ENOTCONN for it. A live mount is left alone.
+// then answers ENOTCONN (or ECONNABORTED) for it. A live mount is left alone.
 func CleanupStale(dir string) (bool, error) {
 	if dir == "" {
 		return false, nil
@@ -132,7 +140,7 @@ func CleanupStale(dir string) (bool, error) {
 	// kernel's attribute cache for a while after the server died), so
 	// ENOTCONN reliably means nobody serves the mount any more.
 	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err == nil || !errors.Is(err, syscall.ENOTCONN) {
+	if err := syscall.Statfs(dir, &st); !deadServer(err) {
 		return false, nil
 	}
 	if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {

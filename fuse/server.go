@@ -1,0 +1,256 @@
+package fuse
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/artproject/art/overlay"
+)
+
+// Options configure a mount.
+type Options struct {
+	UID, GID   uint32 // owner shown for every file
+	AllowOther bool   // let other users (the sandbox user) use the mount
+	Debug      bool
+	Log        *log.Logger
+}
+
+// Server is one mount being served: go-fuse's server on /dev/fuse, and,
+// when the kernel and the process allow it, the io_uring transport that
+// then carries the requests (see ring.go).
+type Server struct {
+	classic *gofuse.Server
+	ring    *ringServer // nil: every request comes through /dev/fuse
+	dir     string      // the mount point, for Unmount when art mounted it itself
+}
+
+// Transport names how requests reach the server: "io_uring" or "/dev/fuse".
+func (s *Server) Transport() string {
+	if s.ring != nil && s.ring.active {
+		return "io_uring"
+	}
+	return "/dev/fuse"
+}
+
+// Unmount removes the mount, which ends the serving; Wait then returns.
+func (s *Server) Unmount() error {
+	if s.dir == "" {
+		return s.classic.Unmount()
+	}
+	// Mounted by art itself (go-fuse knows the mount only by its
+	// descriptor): unmount as go-fuse does, retrying while the kernel
+	// still counts files open on it.
+	var err error
+	delay := time.Duration(0)
+	for try := 0; try < 5; try++ {
+		if err = syscall.Unmount(s.dir, 0); err == nil || errors.Is(err, syscall.EINVAL) {
+			return nil
+		}
+		delay = 2*delay + 5*time.Millisecond
+		time.Sleep(delay)
+	}
+	return fmt.Errorf("unmount %s: %w", s.dir, err)
+}
+
+// Wait returns once the mount is gone and every request has been answered.
+func (s *Server) Wait() {
+	s.classic.Wait()
+	if s.ring != nil {
+		s.ring.wait()
+	}
+}
+
+// Mount serves ofs at dir until Unmount. It returns once the kernel has
+// the mount (no sleeps: go-fuse waits for the INIT exchange).
+func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
+	if o.Log == nil {
+		o.Log = log.Default()
+	}
+	s := &shared{ofs: ofs, uid: o.UID, gid: o.GID, log: o.Log}
+	if os.Getenv("ART_DEBUG_LATENCY") != "" {
+		s.lat = &latencies{m: map[string]*latency{}}
+		defer func() { go s.lat.report(o.Log) }()
+	}
+	root := &Node{s: s}
+	// Every change to this filesystem arrives through this mount (the
+	// worktree is private to it and art never changes it behind the
+	// kernel's back), and the kernel invalidates what its own requests
+	// change: entries and attributes stay valid until then. With a short
+	// timeout every stat after it costs a round trip: stat of 11.5k files
+	// a second apart took 2.2 s instead of 0.08 s.
+	timeout := time.Hour
+	opts := &fs.Options{
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		UID:             o.UID,
+		GID:             o.GID,
+		Logger:          o.Log,
+		RootStableAttr:  &fs.StableAttr{Ino: overlay.RootIno, Mode: syscall.S_IFDIR},
+		MountOptions: gofuse.MountOptions{
+			AllowOther:    o.AllowOther,
+			FsName:        "art",
+			Name:          "art",
+			MaxWrite:      1 << 20,
+			MaxReadAhead:  1 << 20,
+			Debug:         o.Debug,
+			Logger:        o.Log,
+			Options:       []string{"default_permissions"},
+			MaxBackground: 64,
+			// Reads are answered from memory (ReadResultData), never
+			// from a file descriptor, so go-fuse's splice path has
+			// nothing to splice; with 1 MiB reads it would also fail to
+			// grow its pipe past the 1 MiB limit and log each failure.
+			DisableSplice: true,
+			// As root, mount(2) directly; otherwise go-fuse uses fusermount3.
+			DirectMount: os.Geteuid() == 0,
+			// We clear set-ID bits ourselves (Node.Setattr), so the
+			// kernel may stop asking for security.capability before
+			// every write to a file it has once found without it: a
+			// round trip per write, a third of all requests of an untar.
+			ExtraCapabilities: gofuse.CAP_HANDLE_KILLPRIV_V2,
+		},
+	}
+	srv, err := mountRing(dir, root, opts, o.Log)
+	if srv == nil && err == nil {
+		var classic *gofuse.Server
+		classic, err = fs.Mount(dir, root, opts)
+		srv = &Server{classic: classic}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := raiseReadAhead(dir, opts.MaxReadAhead); err != nil && os.Geteuid() == 0 {
+		o.Log.Printf("art: cannot raise the read-ahead of %s: %v (sequential reads stay slower)", dir, err)
+	}
+	return srv, nil
+}
+
+// mountRing mounts dir and serves it over io_uring. It returns a nil
+// server and no error when io_uring cannot be used here (the caller then
+// mounts the classic way); a failure after the mount exists is an error.
+func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logger) (*Server, error) {
+	if ok, why := ringUsable(); !ok {
+		if os.Getenv("ART_FUSE_TRANSPORT") == "io_uring" {
+			return nil, fmt.Errorf("FUSE over io_uring: %s", why)
+		}
+		return nil, nil
+	}
+	ring, err := startRingThreads(lg, int(opts.MaxWrite))
+	if err != nil {
+		lg.Printf("art: FUSE over io_uring: %v; serving through /dev/fuse", err)
+		return nil, nil
+	}
+	fd, err := mountDirect(dir, &opts.MountOptions)
+	if err != nil {
+		// go-fuse's own mount falls back to fusermount3, as the
+		// classic path does.
+		lg.Printf("art: FUSE over io_uring: %v; serving through /dev/fuse", err)
+		ring.stop()
+		return nil, nil
+	}
+	// go-fuse serves a descriptor art mounted through the /dev/fd/N
+	// name; it then neither mounts nor unmounts.
+	mo := opts.MountOptions
+	mo.DirectMount = false
+	mo.ExtraCapabilities |= gofuse.CAP_OVER_IO_URING
+	rawFS := fs.NewNodeFS(root, &fs.Options{
+		EntryTimeout: opts.EntryTimeout, AttrTimeout: opts.AttrTimeout, NegativeTimeout: opts.NegativeTimeout,
+		UID: opts.UID, GID: opts.GID, Logger: opts.Logger, RootStableAttr: opts.RootStableAttr, MountOptions: mo,
+	})
+	classic, err := gofuse.NewServer(rawFS, fmt.Sprintf("/dev/fd/%d", fd), &mo)
+	if err != nil { // go-fuse closed fd
+		syscall.Unmount(dir, syscall.MNT_DETACH)
+		ring.stop()
+		return nil, fmt.Errorf("serve %s: %w", dir, err)
+	}
+	go classic.Serve()
+	if err := classic.WaitMount(); err != nil {
+		syscall.Unmount(dir, syscall.MNT_DETACH)
+		ring.stop()
+		return nil, fmt.Errorf("serve %s: %w", dir, err)
+	}
+	srv := &Server{classic: classic, dir: dir}
+	if classic.KernelSettings().Flags64()&gofuse.CAP_OVER_IO_URING != 0 {
+		ps := gofuse.NewProtocolServer(rawFS, &mo)
+		if err := primeProtocolServer(ps, classic.KernelSettings()); err != nil {
+			// The kernel waits for the ring before it sends anything:
+			// without one, the mount cannot be served.
+			ring.stop()
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+			classic.Wait()
+			return nil, fmt.Errorf("serve %s over io_uring: %w", dir, err)
+		}
+		if err := ring.register(fd, ps); err != nil {
+			// The kernel falls back to /dev/fuse when it refuses an entry.
+			lg.Printf("art: FUSE over io_uring: %v; serving through /dev/fuse", err)
+		} else {
+			ring.active = true
+		}
+		srv.ring = ring
+	} else {
+		ring.stop() // not offered at INIT: /dev/fuse alone
+	}
+	if err := pollHack(dir); err != nil {
+		srv.Unmount()
+		srv.Wait()
+		return nil, fmt.Errorf("serve %s: %w", dir, err)
+	}
+	return srv, nil
+}
+
+// pollHack has the kernel learn, before anyone uses the mount, that it
+// does not support poll (go-fuse answers ENOSYS to the poll of its magic
+// file, as its own WaitMount does for mounts it makes). Otherwise Go's
+// runtime, opening a file of the mount from this process, registers it
+// with epoll while holding a scheduler slot, and the kernel's POLL request
+// to this same process waits for a slot that never frees: with two such
+// opens, the server deadlocked.
+func pollHack(dir string) error {
+	fd, err := syscall.Open(filepath.Join(dir, ".go-fuse-epoll-hack"), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("poll probe: %w", err)
+	}
+	defer syscall.Close(fd)
+	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}, 0)
+	return nil
+}
+
+// mountDirect mounts a FUSE filesystem at dir with mount(2), as go-fuse's
+// direct mount does, and returns the connection's descriptor.
+func mountDirect(dir string, o *gofuse.MountOptions) (int, error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		return -1, err
+	}
+	fd, err := syscall.Open("/dev/fuse", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("open /dev/fuse: %w", err)
+	}
+	opts := []string{
+		fmt.Sprintf("fd=%d", fd),
+		fmt.Sprintf("rootmode=%o", st.Mode&syscall.S_IFMT),
+		fmt.Sprintf("user_id=%d", os.Geteuid()),
+		fmt.Sprintf("group_id=%d", os.Getegid()),
+		fmt.Sprintf("max_read=%d", o.MaxWrite),
+	}
+	opts = append(opts, o.Options...)
+	if o.AllowOther {
+		opts = append(opts, "allow_other")
+	}
+	if err := syscall.Mount(o.FsName, dir, "fuse."+o.Name, syscall.MS_NOSUID|syscall.MS_NODEV, strings.Join(opts, ",")); err != nil {
+		syscall.Close(fd)
+		return -1, fmt.Errorf("mount(2) %s: %w", dir, err)
+	}
+	return fd, nil
+}
