@@ -3,7 +3,8 @@
 #
 # On a tar of $(go env GOROOT)/src, with the repository and the native
 # directory on the same filesystem (disk, then tmpfs), it times:
-#   untar, read every file, rm -rf       native | art mount | go-fuse loopback | inside art run
+#   untar, read every file, rm -rf       native | art mount | art mount over /dev/fuse
+#                                        | go-fuse loopback | inside art run
 #   sequential 1 GiB write and read      native | art mount
 #   commit after the untar               art (unmount+fold) | git add+commit
 #   commit after changing one file       art
@@ -48,8 +49,8 @@ timed() { # timed KEY cmd...: wall seconds of cmd into T[KEY]
 }
 ratio() { echo "scale=2; $1 / $2" | bc -l; }
 
-mount_art() { # mount_art WS MNT: art mount of WS's repository at MNT, in the background
-	(cd "$1" && exec "$art" mount -b main "$2" 2>>"$work/mount.log") &
+mount_art() { # mount_art WS MNT [TRANSPORT]: art mount of WS's repository at MNT, in the background
+	(cd "$1" && ART_FUSE_TRANSPORT=${3:-} exec "$art" mount -b main "$2" 2>>"$work/mount.log") &
 	MPID=$!
 	for _ in $(seq 100); do
 		grep -q " $2 " /proc/self/mountinfo && return 0
@@ -76,6 +77,10 @@ run_fs() { # run_fs LABEL BASE: the small-file workload on BASE
 	(cd "$base/ws" && "$art" init >/dev/null && echo seed >seed && "$art" push -q >/dev/null)
 	mount_art "$base/ws" "$base/mnt"
 	workload "$2.art" "$base/mnt/ws"
+	umount_art
+	# The same mount with every request on /dev/fuse (no io_uring).
+	mount_art "$base/ws" "$base/mnt" classic
+	workload "$2.dev" "$base/mnt/ws"
 	umount_art
 	"$loop" "$base/lb-back" "$base/lb-mnt" &
 	local lpid=$!
@@ -182,6 +187,9 @@ info() { # info LABEL ART REF
 		row "untar, art mount vs native ($name)" "${T[$fs.art.untar]}" "${T[$fs.native.untar]}" 2
 		row "read all, art mount vs native ($name)" "${T[$fs.art.read]}" "${T[$fs.native.read]}" 1.5
 		row "rm -rf, art mount vs native ($name)" "${T[$fs.art.rm]}" "${T[$fs.native.rm]}" 2
+		info "  untar, art over /dev/fuse vs native ($name)" "${T[$fs.dev.untar]}" "${T[$fs.native.untar]}"
+		info "  read all, art over /dev/fuse vs native ($name)" "${T[$fs.dev.read]}" "${T[$fs.native.read]}"
+		info "  rm -rf, art over /dev/fuse vs native ($name)" "${T[$fs.dev.rm]}" "${T[$fs.native.rm]}"
 		info "  untar, go-fuse loopback vs native ($name)" "${T[$fs.loop.untar]}" "${T[$fs.native.untar]}"
 		info "  read all, go-fuse loopback vs native ($name)" "${T[$fs.loop.read]}" "${T[$fs.native.read]}"
 		info "  rm -rf, go-fuse loopback vs native ($name)" "${T[$fs.loop.rm]}" "${T[$fs.native.rm]}"
