@@ -97,25 +97,28 @@ type ringEnt struct {
 }
 
 // ringUsable reports whether this kernel and this process can serve FUSE
-// over io_uring, turning the module parameter on when root may. The
-// reason comes back when not; ART_FUSE_TRANSPORT=classic forces /dev/fuse.
+// over io_uring, turning the module parameter on when root may; the
+// reason comes back when not. ART_FUSE_TRANSPORT=classic forces /dev/fuse.
 func ringUsable() (bool, string) {
-	switch os.Getenv("ART_FUSE_TRANSPORT") {
-	case "classic", "devfuse":
+	return ringUsableAt(os.Getenv("ART_FUSE_TRANSPORT"), os.Geteuid(), URingParam)
+}
+
+func ringUsableAt(transport string, euid int, param string) (bool, string) {
+	if transport == "classic" {
 		return false, "ART_FUSE_TRANSPORT=classic"
 	}
-	if os.Geteuid() != 0 {
+	if euid != 0 {
 		return false, "not root (art mounts through fusermount3)"
 	}
-	b, err := os.ReadFile(URingParam)
+	b, err := os.ReadFile(param)
 	if err != nil {
 		return false, "the kernel has no FUSE over io_uring (Linux 6.14+, CONFIG_FUSE_IO_URING)"
 	}
 	if strings.TrimSpace(string(b)) != "Y" {
 		// The parameter only allows servers to ask for io_uring at INIT;
 		// servers that do not ask are unaffected.
-		if err := os.WriteFile(URingParam, []byte("1"), 0); err != nil {
-			return false, fmt.Sprintf("cannot enable %s: %v", URingParam, err)
+		if err := os.WriteFile(param, []byte("1"), 0); err != nil {
+			return false, fmt.Sprintf("cannot enable %s: %v", param, err)
 		}
 	}
 	return true, ""

@@ -141,10 +141,7 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 // mounts the classic way); a failure after the mount exists is an error.
 func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logger) (*Server, error) {
 	if ok, why := ringUsable(); !ok {
-		if os.Getenv("ART_FUSE_TRANSPORT") == "io_uring" {
-			return nil, fmt.Errorf("FUSE over io_uring: %s", why)
-		}
-		return nil, nil
+		return nil, forcedRing(os.Getenv("ART_FUSE_TRANSPORT"), why)
 	}
 	ring, err := startRingThreads(lg, int(opts.MaxWrite))
 	if err != nil {
@@ -223,6 +220,16 @@ func pollHack(dir string) error {
 	}
 	defer syscall.Close(fd)
 	unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN | unix.POLLPRI | unix.POLLOUT}}, 0)
+	return nil
+}
+
+// forcedRing is the error for io_uring that cannot be used although
+// ART_FUSE_TRANSPORT=io_uring asks for it; otherwise art falls back to
+// /dev/fuse in silence.
+func forcedRing(transport, why string) error {
+	if transport == "io_uring" {
+		return fmt.Errorf("FUSE over io_uring (ART_FUSE_TRANSPORT=io_uring): %s; unset ART_FUSE_TRANSPORT to serve through /dev/fuse", why)
+	}
 	return nil
 }
 

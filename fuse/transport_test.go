@@ -1,11 +1,15 @@
 package fuse
 
 import (
+	"bytes"
+	"encoding/binary"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -102,4 +106,73 @@ func openStorm(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestRingMalformedRequest: a request whose lengths do not add up (the
+// kernel's header claims less than its payload) is answered EIO without
+// reaching the filesystem.
+func TestRingMalformedRequest(t *testing.T) {
+	hdr := make([]byte, ringHdrSize)
+	e := &ringEnt{hdr: hdr, payload: make([]byte, 64)}
+	binary.LittleEndian.PutUint32(hdr[0:4], inHeaderSize+8) // length
+	binary.LittleEndian.PutUint32(hdr[4:8], 1)              // LOOKUP
+	binary.LittleEndian.PutUint64(hdr[8:16], 42)            // unique
+	binary.LittleEndian.PutUint32(hdr[ringHdrPayloadSz:], 16)
+	var logged bytes.Buffer
+	th := &ringThread{s: &ringServer{log: log.New(&logged, "", 0)}} // no protocol server: must not be reached
+	th.handle(e)
+	if got := int32(binary.LittleEndian.Uint32(hdr[4:8])); got != -int32(syscall.EIO) {
+		t.Fatalf("reply error %d, want -EIO", got)
+	}
+	if u := binary.LittleEndian.Uint64(hdr[8:16]); u != 42 {
+		t.Fatalf("reply unique %d, want 42", u)
+	}
+	if n := binary.LittleEndian.Uint32(hdr[ringHdrPayloadSz:]); n != 0 {
+		t.Fatalf("reply payload %d bytes, want 0", n)
+	}
+	if !strings.Contains(logged.String(), "malformed request") {
+		t.Fatalf("not logged: %q", logged.String())
+	}
+}
+
+// TestRingUsable: when art uses io_uring, and what it says when not.
+func TestRingUsable(t *testing.T) {
+	dir := t.TempDir()
+	on := filepath.Join(dir, "on")
+	os.WriteFile(on, []byte("Y\n"), 0o644)
+	off := filepath.Join(dir, "off")
+	os.WriteFile(off, []byte("N\n"), 0o644)
+	stuck := "/proc/version" // readable, not "Y", and not writable even by root
+	for _, c := range []struct {
+		name, transport string
+		euid            int
+		param           string
+		want            bool
+		why             string
+	}{
+		{"enabled", "", 0, on, true, ""},
+		{"disabled: art enables it", "", 0, off, true, ""},
+		{"forced classic", "classic", 0, on, false, "ART_FUSE_TRANSPORT=classic"},
+		{"not root", "", 1000, on, false, "not root"},
+		{"old kernel", "", 0, filepath.Join(dir, "missing"), false, "Linux 6.14+"},
+		{"cannot enable", "", 0, stuck, false, "cannot enable"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ok, why := ringUsableAt(c.transport, c.euid, c.param)
+			if ok != c.want || !strings.Contains(why, c.why) {
+				t.Fatalf("ringUsableAt = %v %q, want %v %q", ok, why, c.want, c.why)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(off); strings.TrimSpace(string(b)) != "1" {
+		t.Errorf("the disabled parameter was not turned on: %q", b)
+	}
+	// Forced io_uring where it cannot be used is an error naming why;
+	// otherwise the fallback is silent.
+	if err := forcedRing("io_uring", "not root"); err == nil || !strings.Contains(err.Error(), "not root") {
+		t.Errorf("forced io_uring: %v", err)
+	}
+	if err := forcedRing("", "not root"); err != nil {
+		t.Errorf("automatic transport: %v", err)
+	}
 }
