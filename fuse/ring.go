@@ -250,10 +250,12 @@ func (t *ringThread) run() {
 	if err != nil {
 		return
 	}
-	defer t.teardown(ring)
+	live := 0 // entries the kernel may still write a request into
+	defer func() { t.teardown(ring, live) }()
 	if err := <-t.reg; err != nil || t.s.fd < 0 {
 		return
 	}
+	live = len(t.ents)
 	// After a refusal, the entries the kernel took stay until the
 	// connection ends; the loop waits for them.
 	early, err := t.registerEntries(ring)
@@ -261,7 +263,7 @@ func (t *ringThread) run() {
 	for _, i := range early {
 		t.serve(ring, i)
 	}
-	t.loop(ring)
+	live = t.loop(ring)
 }
 
 // setup pins the thread, makes its ring and its buffers.
@@ -310,8 +312,15 @@ func (t *ringThread) setup() (*uring.Ring, error) {
 	return ring, nil
 }
 
-func (t *ringThread) teardown(ring *uring.Ring) {
+// teardown closes the ring. The buffers and the eventfd go too, unless
+// entries are still live (the loop failed): the kernel may yet copy a
+// request into those buffers, and a handler still running writes the
+// eventfd, so both stay, leaked, rather than be reused under them.
+func (t *ringThread) teardown(ring *uring.Ring, live int) {
 	ring.Close()
+	if live > 0 {
+		return
+	}
 	unix.Close(t.efd)
 	if t.mem != nil {
 		unix.Munmap(t.mem)
@@ -376,13 +385,14 @@ func (t *ringThread) registerEntries(ring *uring.Ring) (early []int, err error) 
 }
 
 // loop serves requests until the kernel has ended every entry (the
-// connection is gone).
-func (t *ringThread) loop(ring *uring.Ring) {
+// connection is gone). It returns how many entries are still live: none,
+// unless waiting on the ring failed.
+func (t *ringThread) loop(ring *uring.Ring) int {
 	live := len(t.ents)
 	for live > 0 {
 		if err := ring.Submit(1); err != nil {
 			t.s.log.Printf("art: FUSE over io_uring: %v", err)
-			return
+			return live
 		}
 		for {
 			c, ok := ring.Pop()
@@ -408,6 +418,7 @@ func (t *ringThread) loop(ring *uring.Ring) {
 			t.serve(ring, int(c.UserData))
 		}
 	}
+	return 0
 }
 
 // serve answers the request in entry i: here, on this CPU, or — for
