@@ -81,7 +81,8 @@ type ringThread struct {
 	efd    int    // eventfd: handlers run off the thread wake it with their replies
 	efdBuf []byte
 	start  chan error // the thread's ring is made (nil) or not
-	reg    chan error // after register: entries accepted (nil) or not
+	reg    chan error // to the thread: register (nil) or end (an error)
+	regd   chan error // from the thread: entries accepted (nil) or not
 
 	mu   sync.Mutex
 	done []int // entries answered off the thread, to commit
@@ -140,7 +141,7 @@ func startRingThreads(lg *log.Logger, maxPayload int) (*ringServer, error) {
 	s := &ringServer{log: lg, maxPayload: maxPayload, fd: -1}
 	for cpu := 0; cpu < possible; cpu++ {
 		if online.IsSet(cpu) {
-			s.threads = append(s.threads, &ringThread{s: s, cpu: cpu, start: make(chan error, 1), reg: make(chan error, 1)})
+			s.threads = append(s.threads, &ringThread{s: s, cpu: cpu, start: make(chan error, 1), reg: make(chan error, 1), regd: make(chan error, 1)})
 		}
 	}
 	if len(s.threads) == 0 {
@@ -208,7 +209,7 @@ func (s *ringServer) register(fd int, ps *gofuse.ProtocolServer) error {
 	}
 	var firstErr error
 	for _, t := range s.threads {
-		if err := <-t.reg; err != nil && firstErr == nil {
+		if err := <-t.regd; err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}
@@ -259,7 +260,7 @@ func (t *ringThread) run() {
 	// After a refusal, the entries the kernel took stay until the
 	// connection ends; the loop waits for them.
 	early, err := t.registerEntries(ring)
-	t.reg <- err
+	t.regd <- err
 	for _, i := range early {
 		t.serve(ring, i)
 	}

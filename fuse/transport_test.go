@@ -40,25 +40,37 @@ func TestTransport(t *testing.T) {
 	}
 }
 
-// TestConcurrentOpensRightAfterMount: regression. Go's runtime registers
-// every file it opens with epoll while holding one of its scheduler slots;
-// for a file of a FUSE mount the kernel then asks the server to POLL. With
-// the mount served by the same process, two such opens took both slots of
-// a two-CPU machine and the ring threads, which need a slot to answer,
-// never ran: the process hung in the kernel for good. The kernel must
-// learn that the mount does not poll before anyone opens a file.
-//
-// The opens run in a child process (this test binary again), so that a
-// hang fails the test: the parent aborts the child's mount after a minute.
-func TestConcurrentOpensRightAfterMount(t *testing.T) {
-	if os.Getenv("ART_TEST_OPEN_STORM") != "" {
-		openStorm(t)
+// TestMountCycles: regression. Mount handed each ring thread the go-ahead
+// to register on the same buffered channel the thread answered on, so
+// when the thread had not reached its receive yet, Mount read its own
+// go-ahead back as the answer: the thread never registered, the kernel
+// never saw every queue served, and every request on the mount waited
+// for good (a CI run's art mount hung before it said it was mounted).
+// The child process mounts and stats the root a hundred times.
+func TestMountCycles(t *testing.T) {
+	if os.Getenv("ART_TEST_CHILD") == "cycles" {
+		for i := 0; i < 100; i++ {
+			m := newTestMount(t, nil)
+			if _, err := os.Stat(m.Dir); err != nil {
+				t.Fatal(err)
+			}
+			m.unmount()
+		}
 		return
 	}
+	runChildTest(t, "TestMountCycles", "cycles")
+}
+
+// runChildTest runs the named test in a child process (this test binary
+// again, with ART_TEST_CHILD=mode), so that a mount hanging in the kernel
+// fails the test instead of hanging the test binary: after a minute the
+// parent aborts the child's mounts.
+func runChildTest(t *testing.T, name, mode string) {
+	t.Helper()
 	requireFUSE(t)
 	tmp := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestConcurrentOpensRightAfterMount$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "ART_TEST_OPEN_STORM=1", "TMPDIR="+tmp)
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "ART_TEST_CHILD="+mode, "TMPDIR="+tmp)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -69,7 +81,7 @@ func TestConcurrentOpensRightAfterMount(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("opens in the child: %v\n%s", err, out)
+			t.Fatalf("child: %v\n%s", err, out)
 		}
 	case <-time.After(time.Minute):
 		mps, _ := MountPoints()
@@ -80,8 +92,24 @@ func TestConcurrentOpensRightAfterMount(t *testing.T) {
 		}
 		cmd.Process.Kill()
 		<-done
-		t.Fatalf("opens of the mount's files hung:\n%s", out)
+		t.Fatalf("the child hung on its mount:\n%s", out)
 	}
+}
+
+// TestConcurrentOpensRightAfterMount: regression. Go's runtime registers
+// every file it opens with epoll while holding one of its scheduler slots;
+// for a file of a FUSE mount the kernel then asks the server to POLL. With
+// the mount served by the same process, two such opens took both slots of
+// a two-CPU machine and the ring threads, which need a slot to answer,
+// never ran: the process hung in the kernel for good. The kernel must
+// learn that the mount does not poll before anyone opens a file. The
+// opens run in a child process (runChildTest).
+func TestConcurrentOpensRightAfterMount(t *testing.T) {
+	if os.Getenv("ART_TEST_CHILD") == "opens" {
+		openStorm(t)
+		return
+	}
+	runChildTest(t, "TestConcurrentOpensRightAfterMount", "opens")
 }
 
 // openStorm mounts and opens eight files at once from this process.

@@ -10,6 +10,9 @@ command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v fio >/dev/null 2>&1 || need+=(fio)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# cgo for the race detector (make test): a C compiler and libc's headers.
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+[ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
 if [ "${1:-}" = bench ]; then # what bench/*.sh drive besides art
 	command -v hyperfine >/dev/null 2>&1 || need+=(hyperfine)
 	command -v strace >/dev/null 2>&1 || need+=(strace)
