@@ -17,7 +17,10 @@
 // 48 µs a round trip here). Requests the ring does not carry (FORGET,
 // INTERRUPT) and notifications use /dev/fuse through go-fuse's own
 // server, which also serves everything where io_uring is unavailable.
-// ART_FUSE_TRANSPORT=classic forces /dev/fuse alone.
+// ART_FUSE_TRANSPORT=classic forces /dev/fuse alone. An INTERRUPT of a
+// request the ring carries reaches go-fuse's server, which does not know
+// the request and lets it run to its end; art's handlers never wait on
+// anything an interrupt could cut short.
 //
 // Deadlocks: art serves the mount from the same process that starts the
 // sandbox; the agent's processes run on the mount but never inside the

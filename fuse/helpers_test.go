@@ -66,7 +66,8 @@ type testMount struct {
 	OFS    *overlay.FS
 	srv    *Server
 
-	allowOther bool // mounted with allow_other
+	allowOther bool        // mounted with allow_other
+	faults     *ringFaults // failures injected into the io_uring transport
 
 	artLog  *syncBuffer // internal errors of the overlay (must stay empty)
 	fuseLog *syncBuffer // go-fuse and adapter messages (no panics allowed)
@@ -94,10 +95,17 @@ func newTestMount(t testing.TB, setup func(dir string)) *testMount {
 // (other users reach the mount).
 func newTestMountAs(t testing.TB, setup func(dir string), allowOther bool) *testMount {
 	t.Helper()
+	return newTestMountWith(t, setup, allowOther, nil)
+}
+
+// newTestMountWith is newTestMountAs, with failures injected into the
+// io_uring transport.
+func newTestMountWith(t testing.TB, setup func(dir string), allowOther bool, faults *ringFaults) *testMount {
+	t.Helper()
 	requireFUSE(t)
 	fdsBefore := openFDs(t)
 	tmp := t.TempDir()
-	m := &testMount{t: t, DBPath: filepath.Join(tmp, "repo", "art.db"), Branch: "main", Dir: filepath.Join(tmp, "mnt"), artLog: &syncBuffer{}, fuseLog: &syncBuffer{}, allowOther: allowOther}
+	m := &testMount{t: t, DBPath: filepath.Join(tmp, "repo", "art.db"), Branch: "main", Dir: filepath.Join(tmp, "mnt"), artLog: &syncBuffer{}, fuseLog: &syncBuffer{}, allowOther: allowOther, faults: faults}
 	r, err := repo.Init(m.DBPath)
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +182,7 @@ func (m *testMount) mount() {
 	srv, err := Mount(m.Dir, m.OFS, Options{
 		UID: uint32(os.Getuid()), GID: uint32(os.Getgid()),
 		AllowOther: m.allowOther,
+		faults:     m.faults,
 		Debug:      os.Getenv("ART_FUSE_DEBUG") != "",
 		Log:        log.New(io.MultiWriter(m.fuseLog, debugSink()), "", log.Lmicroseconds),
 	})
@@ -212,15 +221,6 @@ func (m *testMount) unmount() {
 	}
 	m.srv.Wait()
 	m.srv = nil
-}
-
-// abortMount aborts the FUSE connection of a mount this process serves
-// and detaches it. A process that exits while it holds files open on its
-// own mount hangs for ever in the kernel (closing them sends FLUSH to a
-// server that is gone); with the connection aborted they fail at once.
-func abortMount(dir string) {
-	syscall.Unmount(dir, syscall.MNT_FORCE) // FUSE aborts the connection
-	syscall.Unmount(dir, syscall.MNT_DETACH)
 }
 
 var (

@@ -68,6 +68,7 @@ type ringServer struct {
 	threads    []*ringThread
 	wg         sync.WaitGroup
 	active     bool          // every entry registered: the kernel uses the ring
+	faults     *ringFaults   // nil but in tests
 	served     atomic.Uint64 // requests answered through the ring
 }
 
@@ -80,9 +81,10 @@ type ringThread struct {
 	mem    []byte // headers, iovecs and payload buffers, shared with the kernel
 	efd    int    // eventfd: handlers run off the thread wake it with their replies
 	efdBuf []byte
-	start  chan error // the thread's ring is made (nil) or not
-	reg    chan error // to the thread: register (nil) or end (an error)
-	regd   chan error // from the thread: entries accepted (nil) or not
+	start  chan error     // the thread's ring is made (nil) or not
+	reg    chan error     // to the thread: register (nil) or end (an error)
+	regd   chan regResult // from the thread: how its registration went
+	async  sync.WaitGroup // handlers running off the thread (they write efd)
 
 	mu   sync.Mutex
 	done []int // entries answered off the thread, to commit
@@ -129,7 +131,7 @@ func ringUsableAt(transport string, euid int, param string) (bool, string) {
 // its ring. Queues of CPUs that are possible but offline are registered
 // on the threads round-robin (the kernel needs every queue served before
 // it uses any).
-func startRingThreads(lg *log.Logger, maxPayload int) (*ringServer, error) {
+func startRingThreads(lg *log.Logger, maxPayload int, faults *ringFaults) (*ringServer, error) {
 	var online unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &online); err != nil {
 		return nil, fmt.Errorf("sched_getaffinity: %w", err)
@@ -138,10 +140,10 @@ func startRingThreads(lg *log.Logger, maxPayload int) (*ringServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &ringServer{log: lg, maxPayload: maxPayload, fd: -1}
-	for cpu := 0; cpu < possible; cpu++ {
+	s := &ringServer{log: lg, maxPayload: maxPayload, fd: -1, faults: faults}
+	for cpu := 0; cpu < len(online)*64; cpu++ {
 		if online.IsSet(cpu) {
-			s.threads = append(s.threads, &ringThread{s: s, cpu: cpu, start: make(chan error, 1), reg: make(chan error, 1), regd: make(chan error, 1)})
+			s.threads = append(s.threads, &ringThread{s: s, cpu: cpu, start: make(chan error, 1), reg: make(chan error, 1), regd: make(chan regResult, 1)})
 		}
 	}
 	if len(s.threads) == 0 {
@@ -177,43 +179,74 @@ func startRingThreads(lg *log.Logger, maxPayload int) (*ringServer, error) {
 	return s, nil
 }
 
-// possibleCPUs is the number of CPU ids the kernel may use: it makes one
-// queue per possible CPU.
+// possibleCPUs is the number of CPUs the kernel may use
+// (/sys/devices/system/cpu/possible, a list like "0-3,8-11"): it makes
+// one queue for each.
 func possibleCPUs() (int, error) {
 	b, err := os.ReadFile("/sys/devices/system/cpu/possible")
 	if err != nil {
 		return 0, fmt.Errorf("read possible CPUs: %w", err)
 	}
-	s := strings.TrimSpace(string(b))
-	last := s[strings.LastIndexAny(s, ",-")+1:]
-	var n int
-	if _, err := fmt.Sscan(last, &n); err != nil {
-		return 0, fmt.Errorf("possible CPUs %q: %w", s, err)
+	return countCPUList(strings.TrimSpace(string(b)))
+}
+
+func countCPUList(list string) (int, error) {
+	n := 0
+	for _, r := range strings.Split(list, ",") {
+		var lo, hi int
+		if _, err := fmt.Sscanf(r, "%d-%d", &lo, &hi); err != nil {
+			if _, err := fmt.Sscanf(r, "%d", &lo); err != nil {
+				return 0, fmt.Errorf("CPU list %q: %w", list, err)
+			}
+			hi = lo
+		}
+		if hi < lo {
+			return 0, fmt.Errorf("CPU list %q: range %q", list, r)
+		}
+		n += hi - lo + 1
 	}
-	return n + 1, nil
+	return n, nil
+}
+
+// regResult is how one thread's registration went: entries the kernel
+// refused (it then serves the connection through /dev/fuse, unless the
+// entries it did take already cover every queue), and a failure of art's
+// own before the entries reached the kernel.
+type regResult struct {
+	refused int
+	err     error
 }
 
 // register hands the threads the connection (after INIT, which made the
 // kernel ready for ring entries) and waits until each has registered its
-// entries. An error means the kernel refused them; it then serves the
-// connection through /dev/fuse alone.
-func (s *ringServer) register(fd int, ps *gofuse.ProtocolServer) error {
+// entries. It returns how many entries the kernel refused; an error means
+// entries may never have reached the kernel, which then holds every
+// request of the connection until the ring is complete: the caller must
+// abort the connection.
+func (s *ringServer) register(fd int, ps *gofuse.ProtocolServer) (int, error) {
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if f := s.faults; f != nil && f.failDup && err == nil {
+		unix.Close(dup)
+		err = syscall.EMFILE
+	}
 	if err != nil {
 		s.stop()
-		return fmt.Errorf("dup /dev/fuse: %w", err)
+		return 0, fmt.Errorf("dup /dev/fuse: %w", err)
 	}
 	s.fd, s.ps = dup, ps
 	for _, t := range s.threads {
 		t.reg <- nil
 	}
+	refused := 0
 	var firstErr error
 	for _, t := range s.threads {
-		if err := <-t.regd; err != nil && firstErr == nil {
-			firstErr = err
+		r := <-t.regd
+		refused += r.refused
+		if r.err != nil && firstErr == nil {
+			firstErr = r.err
 		}
 	}
-	return firstErr
+	return refused, firstErr
 }
 
 // stop ends threads that have not registered (setup failed); registered
@@ -256,15 +289,19 @@ func (t *ringThread) run() {
 	if err := <-t.reg; err != nil || t.s.fd < 0 {
 		return
 	}
+	// Until registration says otherwise, every entry may be in the
+	// kernel's hands.
 	live = len(t.ents)
-	// After a refusal, the entries the kernel took stay until the
-	// connection ends; the loop waits for them.
-	early, err := t.registerEntries(ring)
-	t.regd <- err
+	early, refused, err := t.registerEntries(ring)
+	t.regd <- regResult{refused, err}
+	if err != nil {
+		return // the caller aborts the connection; the buffers stay
+	}
+	live -= refused
 	for _, i := range early {
 		t.serve(ring, i)
 	}
-	live = t.loop(ring)
+	live = t.loop(ring, live)
 }
 
 // setup pins the thread, makes its ring and its buffers.
@@ -301,13 +338,16 @@ func (t *ringThread) setup() (*uring.Ring, error) {
 		e := ringEnt{
 			qid:     t.queues[i/ringEntries],
 			hdr:     mem[i*hdrSlot : i*hdrSlot+ringHdrSize],
-			payload: mem[hdrArea+i*payload : hdrArea+i*payload+t.s.maxPayload],
+			payload: mem[hdrArea+i*payload : hdrArea+(i+1)*payload],
 			iov:     (*[2]unix.Iovec)(unsafe.Pointer(&mem[i*hdrSlot+ringHdrSize])),
 		}
 		e.iov[0].Base = &e.hdr[0]
 		e.iov[0].SetLen(ringHdrSize)
 		e.iov[1].Base = &e.payload[0]
 		e.iov[1].SetLen(len(e.payload))
+		if f := t.s.faults; f != nil && f.refuse != nil && f.refuse(t.cpu, i) {
+			e.iov[1].SetLen(len(e.payload) / 2) // below the kernel's minimum
+		}
 		t.ents = append(t.ents, e)
 	}
 	return ring, nil
@@ -322,6 +362,10 @@ func (t *ringThread) teardown(ring *uring.Ring, live int) {
 	if live > 0 {
 		return
 	}
+	// A handler may have had its reply committed (by the wake-up of
+	// another) before it wrote the eventfd: let it write before the
+	// descriptor is closed and its number reused.
+	t.async.Wait()
 	unix.Close(t.efd)
 	if t.mem != nil {
 		unix.Munmap(t.mem)
@@ -357,39 +401,43 @@ func (t *ringThread) armEventfd(ring *uring.Ring) error {
 
 // registerEntries offers every entry to the kernel. A refusal completes
 // at once with an error; accepted entries complete only with a request,
-// and those that already did come back to be served.
-func (t *ringThread) registerEntries(ring *uring.Ring) (early []int, err error) {
+// and those that already did come back to be served. err is a failure
+// before the entries reached the kernel.
+func (t *ringThread) registerEntries(ring *uring.Ring) (early []int, refused int, err error) {
 	for i := range t.ents {
 		if err := t.fuseCmd(ring, i, uringCmdRegister, 0); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	if err := t.armEventfd(ring); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := ring.Submit(0); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for {
 		c, ok := ring.Pop()
 		if !ok {
-			return early, nil
+			return early, refused, nil
 		}
-		if c.UserData == eventfdToken {
-			continue // cannot complete yet: nothing wrote the eventfd
+		switch {
+		case c.UserData == eventfdToken:
+			// Cannot complete yet: nothing wrote the eventfd.
+		case c.Res < 0:
+			if refused == 0 {
+				t.s.log.Printf("art: FUSE over io_uring: the kernel refused a ring entry for queue %d: %v", t.ents[c.UserData].qid, syscall.Errno(-c.Res))
+			}
+			refused++
+		default:
+			early = append(early, int(c.UserData))
 		}
-		if c.Res < 0 {
-			return nil, fmt.Errorf("register ring entry for queue %d: %w", t.ents[c.UserData].qid, syscall.Errno(-c.Res))
-		}
-		early = append(early, int(c.UserData))
 	}
 }
 
 // loop serves requests until the kernel has ended every entry (the
 // connection is gone). It returns how many entries are still live: none,
 // unless waiting on the ring failed.
-func (t *ringThread) loop(ring *uring.Ring) int {
-	live := len(t.ents)
+func (t *ringThread) loop(ring *uring.Ring, live int) int {
 	for live > 0 {
 		if err := ring.Submit(1); err != nil {
 			t.s.log.Printf("art: FUSE over io_uring: %v", err)
@@ -431,11 +479,20 @@ func (t *ringThread) serve(ring *uring.Ring, i int) {
 	e := &t.ents[i]
 	switch binary.LittleEndian.Uint32(e.hdr[4:8]) {
 	case opFsync, opFsyncdir, opSetxattr:
+		t.async.Add(1)
 		go func() {
+			defer t.async.Done()
+			f := t.s.faults
+			if f != nil && f.beforeHandle != nil {
+				f.beforeHandle()
+			}
 			t.handle(e)
 			t.mu.Lock()
 			t.done = append(t.done, i)
 			t.mu.Unlock()
+			if f != nil && f.beforeWake != nil {
+				f.beforeWake()
+			}
 			var one [8]byte
 			binary.LittleEndian.PutUint64(one[:], 1)
 			unix.Write(t.efd, one[:])
@@ -514,4 +571,12 @@ func primeProtocolServer(ps *gofuse.ProtocolServer, init *gofuse.InitIn) error {
 		return fmt.Errorf("replay INIT: refused")
 	}
 	return nil
+}
+
+// ringFaults are failures the tests inject into the transport.
+type ringFaults struct {
+	refuse       func(cpu, entry int) bool // register this entry so that the kernel refuses it
+	failDup      bool                      // the dup of /dev/fuse fails
+	beforeHandle func()                    // an off-thread handler starts late
+	beforeWake   func()                    // an off-thread handler wakes its thread late
 }

@@ -23,6 +23,8 @@ type Options struct {
 	AllowOther bool   // let other users (the sandbox user) use the mount
 	Debug      bool
 	Log        *log.Logger
+
+	faults *ringFaults // tests only: failures to inject into the io_uring transport
 }
 
 // Server is one mount being served: go-fuse's server on /dev/fuse, and,
@@ -36,7 +38,7 @@ type Server struct {
 
 // Transport names how requests reach the server: "io_uring" or "/dev/fuse".
 func (s *Server) Transport() string {
-	if s.ring != nil && s.ring.active {
+	if s.ring != nil && (s.ring.active || s.ring.served.Load() > 0) {
 		return "io_uring"
 	}
 	return "/dev/fuse"
@@ -121,7 +123,7 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 			ExtraCapabilities: gofuse.CAP_HANDLE_KILLPRIV_V2,
 		},
 	}
-	srv, err := mountRing(dir, root, opts, o.Log)
+	srv, err := mountRing(dir, root, opts, o.Log, o.faults)
 	if srv == nil && err == nil {
 		var classic *gofuse.Server
 		classic, err = fs.Mount(dir, root, opts)
@@ -139,11 +141,11 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 // mountRing mounts dir and serves it over io_uring. It returns a nil
 // server and no error when io_uring cannot be used here (the caller then
 // mounts the classic way); a failure after the mount exists is an error.
-func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logger) (*Server, error) {
+func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logger, faults *ringFaults) (*Server, error) {
 	if ok, why := ringUsable(); !ok {
 		return nil, forcedRing(os.Getenv("ART_FUSE_TRANSPORT"), why)
 	}
-	ring, err := startRingThreads(lg, int(opts.MaxWrite))
+	ring, err := startRingThreads(lg, int(opts.MaxWrite), faults)
 	if err != nil {
 		lg.Printf("art: FUSE over io_uring: %v; serving through /dev/fuse", err)
 		return nil, nil
@@ -167,13 +169,13 @@ func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logg
 	})
 	classic, err := gofuse.NewServer(rawFS, fmt.Sprintf("/dev/fd/%d", fd), &mo)
 	if err != nil { // go-fuse closed fd
-		syscall.Unmount(dir, syscall.MNT_DETACH)
+		abortMount(dir)
 		ring.stop()
 		return nil, fmt.Errorf("serve %s: %w", dir, err)
 	}
 	go classic.Serve()
 	if err := classic.WaitMount(); err != nil {
-		syscall.Unmount(dir, syscall.MNT_DETACH)
+		abortMount(dir)
 		ring.stop()
 		return nil, fmt.Errorf("serve %s: %w", dir, err)
 	}
@@ -184,13 +186,23 @@ func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logg
 			// The kernel waits for the ring before it sends anything:
 			// without one, the mount cannot be served.
 			ring.stop()
-			syscall.Unmount(dir, syscall.MNT_DETACH)
+			abortMount(dir)
 			classic.Wait()
-			return nil, fmt.Errorf("serve %s over io_uring: %w", dir, err)
+			return nil, fmt.Errorf("serve %s over io_uring: %w (ART_FUSE_TRANSPORT=classic serves through /dev/fuse)", dir, err)
 		}
-		if err := ring.register(fd, ps); err != nil {
-			// The kernel falls back to /dev/fuse when it refuses an entry.
-			lg.Printf("art: FUSE over io_uring: %v; serving through /dev/fuse", err)
+		refused, err := ring.register(fd, ps)
+		if err != nil {
+			// Entries may not have reached the kernel, which holds
+			// every request until each queue has one: end it all.
+			abortMount(dir)
+			classic.Wait()
+			ring.wait()
+			return nil, fmt.Errorf("serve %s over io_uring: %w (ART_FUSE_TRANSPORT=classic serves through /dev/fuse)", dir, err)
+		}
+		if refused > 0 {
+			// The kernel falls back to /dev/fuse, unless the entries it
+			// took already serve every queue; either way it is served.
+			lg.Printf("art: FUSE over io_uring: the kernel refused %d ring entries; requests may go through /dev/fuse", refused)
 		} else {
 			ring.active = true
 		}
@@ -199,11 +211,21 @@ func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logg
 		ring.stop() // not offered at INIT: /dev/fuse alone
 	}
 	if err := pollHack(dir); err != nil {
-		srv.Unmount()
+		abortMount(dir)
 		srv.Wait()
 		return nil, fmt.Errorf("serve %s: %w", dir, err)
 	}
 	return srv, nil
+}
+
+// abortMount ends the FUSE connection at dir (a forced unmount aborts it:
+// every request waiting on it fails at once) and detaches the mount. The
+// tests also use it: a process that exits while it holds files open on
+// its own mount hangs for ever in the kernel (closing them sends FLUSH to
+// a server that is gone) unless the connection was aborted.
+func abortMount(dir string) {
+	syscall.Unmount(dir, syscall.MNT_FORCE)
+	syscall.Unmount(dir, syscall.MNT_DETACH)
 }
 
 // pollHack has the kernel learn, before anyone uses the mount, that it

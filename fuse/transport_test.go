@@ -3,15 +3,20 @@ package fuse
 import (
 	"bytes"
 	"encoding/binary"
+	"io"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestTransport: the mount is served over io_uring wherever this kernel
@@ -202,5 +207,179 @@ func TestRingUsable(t *testing.T) {
 	}
 	if err := forcedRing("", "not root"); err != nil {
 		t.Errorf("automatic transport: %v", err)
+	}
+}
+
+// TestCountCPUList: the kernel makes one queue per possible CPU, however
+// sparse their ids.
+func TestCountCPUList(t *testing.T) {
+	for _, c := range []struct {
+		list string
+		want int
+		bad  bool
+	}{
+		{"0", 1, false}, {"0-1", 2, false}, {"0-3,8-11", 8, false}, {"0,2,4", 3, false},
+		{"", 0, true}, {"3-1", 0, true}, {"x", 0, true},
+	} {
+		n, err := countCPUList(c.list)
+		if (err != nil) != c.bad || n != c.want {
+			t.Errorf("countCPUList(%q) = %d, %v; want %d (error %v)", c.list, n, err, c.want, c.bad)
+		}
+	}
+}
+
+// waitServer waits for srv to end, failing the test after a while.
+func waitServer(t *testing.T, srv *Server) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { srv.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Server.Wait still blocked 20 s after the mount was gone")
+	}
+}
+
+// requireRing skips where the mount cannot be served over io_uring.
+func requireRing(t *testing.T) {
+	t.Helper()
+	if ok, why := ringUsable(); !ok {
+		t.Skipf("needs FUSE over io_uring: %s", why)
+	}
+}
+
+// TestRingEntriesRefused: regression. When the kernel refused ring
+// entries, the thread counted them as live for ever, so Wait never
+// returned after the unmount (and the thread and a descriptor leaked).
+// Refused entirely the mount is served through /dev/fuse; refused in part
+// it is still served over the entries the kernel took.
+func TestRingEntriesRefused(t *testing.T) {
+	requireRing(t)
+	for _, c := range []struct {
+		name   string
+		refuse func(cpu, entry int) bool
+		want   string
+	}{
+		{"all", func(int, int) bool { return true }, "/dev/fuse"},
+		{"one", func(cpu, entry int) bool { return cpu == 0 && entry == 3 }, "io_uring"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newTestMountWith(t, nil, false, &ringFaults{refuse: c.refuse})
+			if err := os.WriteFile(filepath.Join(m.Dir, "f"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := os.ReadFile(filepath.Join(m.Dir, "f")); err != nil || string(b) != "x" {
+				t.Fatalf("read back %q, %v", b, err)
+			}
+			if got := m.srv.Transport(); got != c.want {
+				t.Errorf("transport %s, want %s", got, c.want)
+			}
+			if !strings.Contains(m.fuseLog.String(), "refused") {
+				t.Errorf("the refusal was not logged: %q", m.fuseLog.String())
+			}
+			srv := m.srv
+			m.srv = nil
+			if err := srv.Unmount(); err != nil {
+				t.Fatal(err)
+			}
+			waitServer(t, srv)
+		})
+	}
+}
+
+// TestRingRegisterFails: regression. A failure of art's own before its
+// entries reached the kernel (here: the dup of /dev/fuse) left the kernel
+// holding every request until a ring that would never come, and Mount
+// hung in its own first request. Mount now fails, and the mount is gone.
+func TestRingRegisterFails(t *testing.T) {
+	requireRing(t)
+	m := newTestMount(t, nil)
+	m.unmount()
+	done := make(chan error, 1)
+	go func() {
+		srv, err := Mount(m.Dir, m.OFS, Options{Log: log.New(io.Discard, "", 0), faults: &ringFaults{failDup: true}})
+		if srv != nil {
+			srv.Unmount()
+			srv.Wait()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "ART_FUSE_TRANSPORT=classic") {
+			t.Fatalf("Mount with a failing registration: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		abortMount(m.Dir)
+		t.Fatal("Mount hung on a registration that failed")
+	}
+	if mounted, _ := IsMountpoint(m.Dir); mounted {
+		abortMount(m.Dir)
+		t.Fatal("the failed mount was left in place")
+	}
+}
+
+// TestLateEventfdWrite: regression. An off-thread handler (fsync) queued
+// its reply and only then woke its ring thread through the eventfd; when
+// the thread had meanwhile committed that reply (woken by another) and
+// ended with the connection, the eventfd was closed first, and the late
+// write went to whatever file reused its number.
+func TestLateEventfdWrite(t *testing.T) {
+	requireRing(t)
+	var first atomic.Bool
+	faults := &ringFaults{
+		beforeHandle: func() { time.Sleep(300 * time.Millisecond) }, // a slow fsync
+		beforeWake: func() { // the first handler is preempted before its wake-up
+			if first.CompareAndSwap(false, true) {
+				time.Sleep(300 * time.Millisecond)
+			}
+		},
+	}
+	m := newTestMountWith(t, nil, false, faults)
+	var files []*os.File
+	for _, n := range []string{"f1", "f2"} {
+		f, err := os.Create(filepath.Join(m.Dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("data")
+		files = append(files, f)
+	}
+	var wg sync.WaitGroup
+	for _, f := range files {
+		wg.Add(1)
+		go func() { // both fsyncs from CPU 0: one ring thread
+			defer wg.Done()
+			runtime.LockOSThread()
+			var set unix.CPUSet
+			set.Set(0)
+			unix.SchedSetaffinity(0, &set)
+			f.Sync()
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	abortMount(m.Dir)
+	wg.Wait()
+	for _, f := range files {
+		f.Close()
+	}
+	srv := m.srv
+	m.srv = nil
+	waitServer(t, srv)
+	// Files opened now take the lowest free numbers, the eventfd's among them.
+	var opened []*os.File
+	for i := 0; i < 8; i++ {
+		f, err := os.CreateTemp(t.TempDir(), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		opened = append(opened, f)
+	}
+	time.Sleep(700 * time.Millisecond) // past every injected delay
+	for _, f := range opened {
+		if b, _ := os.ReadFile(f.Name()); len(b) > 0 {
+			t.Errorf("%s, opened after Wait, received %x", f.Name(), b)
+		}
+		f.Close()
 	}
 }
