@@ -26,7 +26,13 @@ func newMountCmd(g *globals) *cobra.Command {
 DIR, in the foreground. Writes go to the worktree's upper layer in the
 repository; Ctrl-C or SIGTERM unmounts and records what changed as a commit
 ("mount session"). If art dies, the next art command removes the stale mount
-and 'art commit' records the pending changes. One live worktree per branch.`,
+and 'art commit' records the pending changes. One live worktree per branch.
+
+As root on Linux 6.14+, requests reach art over FUSE's io_uring queues, one
+per CPU (art turns on /sys/module/fuse/parameters/enable_uring);
+ART_FUSE_TRANSPORT=classic serves them through /dev/fuse instead, and
+ART_FUSE_TRANSPORT=io_uring fails rather than fall back. 'art run' mounts
+the agent's home the same way.`,
 		Example: `  mkdir /tmp/view && art mount -b main /tmp/view
   art mount --ro -b attempt-1 /tmp/view`,
 		Args: cobra.ExactArgs(1),

@@ -27,15 +27,22 @@ func newRing(t *testing.T, entries uint32) *Ring {
 	return r
 }
 
-// TestReadEventfd submits reads of an eventfd, completes them by writing
-// it, and checks each completion carries its user data and result.
-func TestReadEventfd(t *testing.T) {
-	r := newRing(t, 4)
+// newEventfd makes an eventfd closed at the end of the test.
+func newEventfd(t *testing.T) int {
+	t.Helper()
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Close(efd)
+	t.Cleanup(func() { unix.Close(efd) })
+	return efd
+}
+
+// TestReadEventfd submits reads of an eventfd, completes them by writing
+// it, and checks each completion carries its user data and result.
+func TestReadEventfd(t *testing.T) {
+	r := newRing(t, 4)
+	efd := newEventfd(t)
 	buf := make([]byte, 8)
 	for round := uint64(1); round <= 3; round++ {
 		sqe := r.Next()
@@ -90,11 +97,7 @@ func TestFullSubmissionQueue(t *testing.T) {
 // FUSE transport relies on to detect a refused registration.
 func TestFailedCommandCompletes(t *testing.T) {
 	r := newRing(t, 4)
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(efd)
+	efd := newEventfd(t)
 	sqe := r.Next()
 	sqe.SetOp(OpURingCmd, int32(efd))
 	sqe.SetCmdOp(1)
