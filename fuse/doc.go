@@ -6,8 +6,9 @@
 // Caching: this mount is the only writer of its files, so entry and
 // attribute timeouts are on and file pages are kept across opens
 // (FOPEN_KEEP_CACHE); the kernel updates its own caches on the changes it
-// sends us. Requests are served concurrently; the overlay's locks, not a
-// global one, order them. Each request recovers from a panic, logs it and
+// sends us. Requests are served concurrently (over io_uring: one at a
+// time per CPU, the CPUs in parallel); the overlay's locks, not a global
+// one, order them. Each request recovers from a panic, logs it and
 // returns EIO, so a bug never takes the mount down.
 //
 // Transport: as root, on Linux 6.14+ with FUSE over io_uring, requests
