@@ -67,9 +67,17 @@ type ringServer struct {
 	maxPayload int
 	threads    []*ringThread
 	wg         sync.WaitGroup
-	active     bool          // every entry registered: the kernel uses the ring
-	faults     *ringFaults   // nil but in tests
-	served     atomic.Uint64 // requests answered through the ring
+	active     bool        // every entry registered: the kernel uses the ring
+	faults     *ringFaults // nil but in tests
+}
+
+// served is how many requests the ring threads answered.
+func (s *ringServer) served() uint64 {
+	var n uint64
+	for _, t := range s.threads {
+		n += t.served.Load()
+	}
+	return n
 }
 
 // ringThread owns one ring and the kernel queues registered on it.
@@ -85,6 +93,7 @@ type ringThread struct {
 	reg    chan error     // to the thread: register (nil) or end (an error)
 	regd   chan regResult // from the thread: how its registration went
 	async  sync.WaitGroup // handlers running off the thread (they write efd)
+	served atomic.Uint64  // requests answered: per thread, so the threads share no written line
 
 	mu   sync.Mutex
 	done []int // entries answered off the thread, to commit
@@ -258,11 +267,7 @@ func (s *ringServer) stop() {
 		default:
 		}
 	}
-	s.wg.Wait()
-	if s.fd >= 0 {
-		unix.Close(s.fd)
-		s.fd = -1
-	}
+	s.wait()
 }
 
 // wait returns once every thread has ended (the connection is gone).
@@ -538,7 +543,7 @@ func (t *ringThread) handle(e *ringEnt) {
 	in := [][]byte{h[ringHdrInOut : ringHdrInOut+inHeaderSize], h[ringHdrOpIn : ringHdrOpIn+opIn], e.payload[:payloadSz]}
 	out := [][]byte{h[ringHdrInOut : ringHdrInOut+outHeaderSize], e.payload}
 	n, st := t.s.ps.HandleRequest(in, out)
-	t.s.served.Add(1)
+	t.served.Add(1)
 	if !st.Ok() || n < outHeaderSize {
 		if st.Ok() {
 			st = gofuse.EIO

@@ -38,7 +38,7 @@ type Server struct {
 
 // Transport names how requests reach the server: "io_uring" or "/dev/fuse".
 func (s *Server) Transport() string {
-	if s.ring != nil && (s.ring.active || s.ring.served.Load() > 0) {
+	if s.ring != nil && (s.ring.active || s.ring.served() > 0) {
 		return "io_uring"
 	}
 	return "/dev/fuse"
@@ -163,10 +163,9 @@ func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logg
 	mo := opts.MountOptions
 	mo.DirectMount = false
 	mo.ExtraCapabilities |= gofuse.CAP_OVER_IO_URING
-	rawFS := fs.NewNodeFS(root, &fs.Options{
-		EntryTimeout: opts.EntryTimeout, AttrTimeout: opts.AttrTimeout, NegativeTimeout: opts.NegativeTimeout,
-		UID: opts.UID, GID: opts.GID, Logger: opts.Logger, RootStableAttr: opts.RootStableAttr, MountOptions: mo,
-	})
+	ringOpts := *opts
+	ringOpts.MountOptions = mo
+	rawFS := fs.NewNodeFS(root, &ringOpts)
 	classic, err := gofuse.NewServer(rawFS, fmt.Sprintf("/dev/fd/%d", fd), &mo)
 	if err != nil { // go-fuse closed fd
 		abortMount(dir)

@@ -40,7 +40,7 @@ func TestTransport(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(m.Dir, "f")); err != nil || string(b) != "through the ring" {
 		t.Fatalf("read back %q, %v", b, err)
 	}
-	if want == "io_uring" && m.srv.ring.served.Load() == 0 {
+	if want == "io_uring" && m.srv.ring.served() == 0 {
 		t.Fatal("no request came through the ring")
 	}
 }
