@@ -164,7 +164,15 @@ func (c *cliRepo) state() string {
 	var b strings.Builder
 	b.WriteString(log)
 	for _, w := range wts {
-		fmt.Fprintf(&b, "worktree #%d %s %s pid=%d pending=%d %s\n", w.ID, w.Branch, w.State, w.Pid, w.Pending, w.Mountpoint)
+		fmt.Fprintf(&b, "worktree #%d %s %s pid=%d %s", w.ID, w.Branch, w.State, w.Pid, w.Mountpoint)
+		// A live mount applies its journal to its upper rows whenever
+		// it likes, so their count is not state a refused command could
+		// have changed; it once failed TestMovedBranchWorkGoesToNewBranch
+		// when the applier ran between the two snapshots.
+		if w.State != repo.StateLive {
+			fmt.Fprintf(&b, " pending=%d", w.Pending)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
