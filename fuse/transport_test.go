@@ -240,6 +240,42 @@ func waitServer(t *testing.T, srv *Server) {
 	}
 }
 
+// TestRingAddsProcs: regression. Each ring thread waits for requests in
+// io_uring_enter and keeps its P meanwhile; with GOMAXPROCS at the CPU
+// count the goroutine that mounts waited up to 16 ms for a P before the
+// last ring thread could register (art run -- true took 24 ms instead of
+// 20). The ring adds one P per thread while it serves, and gives them
+// back when it ends, also when its registration fails.
+func TestRingAddsProcs(t *testing.T) {
+	requireRing(t)
+	before := runtime.GOMAXPROCS(0)
+	m := newTestMount(t, nil)
+	if m.srv.ring == nil {
+		t.Fatal("the mount has no ring")
+	}
+	if got, want := runtime.GOMAXPROCS(0), before+len(m.srv.ring.threads); got != want {
+		t.Errorf("GOMAXPROCS while the ring serves: %d, want %d", got, want)
+	}
+	srv := m.srv
+	m.srv = nil
+	if err := srv.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	waitServer(t, srv)
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Errorf("GOMAXPROCS after the ring ended: %d, want %d", got, before)
+	}
+	srv, err := Mount(m.Dir, m.OFS, Options{Log: log.New(io.Discard, "", 0), faults: &ringFaults{failDup: true}})
+	if err == nil {
+		srv.Unmount()
+		srv.Wait()
+		t.Fatal("Mount with a failing registration succeeded")
+	}
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Errorf("GOMAXPROCS after a failed registration: %d, want %d", got, before)
+	}
+}
+
 // requireRing skips where the mount cannot be served over io_uring.
 func requireRing(t *testing.T) {
 	t.Helper()

@@ -530,7 +530,7 @@ func compressChunks(recs []*record) map[objects.ID]encodedChunk {
 	out := make([]encodedChunk, len(todo))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(todo)) {
+	for range min(runtime.NumCPU(), len(todo)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
