@@ -2,7 +2,9 @@ package objects
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -15,34 +17,67 @@ const (
 
 // The coders are built on first use (not at program start, which every
 // art command pays for) and are safe for concurrent EncodeAll/DecodeAll.
+// An encoder compresses one input at a time, so each level keeps up to one
+// encoder per CPU (encoderPool): with a single encoder, the "parallel"
+// compression of push, the journal's applier and commit ran one chunk at a
+// time.
 var (
-	fastEnc = sync.OnceValue(func() *zstd.Encoder {
-		e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
-		return e
-	})
-	goodEnc = sync.OnceValue(func() *zstd.Encoder {
-		e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
-		return e
-	})
-	zdec = sync.OnceValue(func() *zstd.Decoder {
+	fastEnc = newEncoderPool(zstd.SpeedFastest)
+	goodEnc = newEncoderPool(zstd.SpeedBetterCompression)
+	zdec    = sync.OnceValue(func() *zstd.Decoder {
 		d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(64<<20))
 		return d
 	})
 )
 
+// encoderPool lends encoders of one level. Encoders are made when every
+// existing one is busy, up to one per CPU; beyond that a caller waits for
+// one to come back. They are kept for the life of the process: making one
+// costs its tables' page faults (milliseconds at the stronger level).
+type encoderPool struct {
+	level zstd.EncoderLevel
+	free  chan *zstd.Encoder
+	made  atomic.Int32
+}
+
+func newEncoderPool(level zstd.EncoderLevel) *encoderPool {
+	return &encoderPool{level: level, free: make(chan *zstd.Encoder, runtime.NumCPU())}
+}
+
+func (p *encoderPool) get() *zstd.Encoder {
+	select {
+	case e := <-p.free:
+		return e
+	default:
+	}
+	if p.made.Add(1) <= int32(cap(p.free)) {
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(p.level), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			panic(fmt.Sprintf("zstd encoder: %v", err)) // only for invalid options
+		}
+		return e
+	}
+	p.made.Add(-1)
+	return <-p.free
+}
+
+func (p *encoderPool) put(e *zstd.Encoder) { p.free <- e }
+
 // Compress returns data zstd-compressed when that makes it smaller, with
 // the encoding used. It favours speed: the FUSE write path uses it.
-func Compress(data []byte) ([]byte, int) { return compress(fastEnc(), data) }
+func Compress(data []byte) ([]byte, int) { return compress(fastEnc, data) }
 
 // CompressSmall is Compress at a stronger level, for data stored once and
 // kept long (push and commit, which hash with all cores anyway).
-func CompressSmall(data []byte) ([]byte, int) { return compress(goodEnc(), data) }
+func CompressSmall(data []byte) ([]byte, int) { return compress(goodEnc, data) }
 
-func compress(e *zstd.Encoder, data []byte) ([]byte, int) {
+func compress(p *encoderPool, data []byte) ([]byte, int) {
 	if len(data) < 64 {
 		return data, EncRaw
 	}
+	e := p.get()
 	c := e.EncodeAll(data, make([]byte, 0, len(data)/2))
+	p.put(e)
 	if len(c) >= len(data)-len(data)/32 {
 		return data, EncRaw
 	}

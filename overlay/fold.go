@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -73,8 +74,12 @@ func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
 		return objects.Zero, fmt.Errorf("commit worktree #%d: branch %s moved from %s to %s while the worktree was open; record the work on a new branch with 'art commit --worktree %d -b NEW'",
 			fs.wt.ID, fs.wt.Branch, fs.wt.Base.Short(), tip.Short(), fs.wt.ID)
 	}
+	files, err := fs.storeFiles(tx)
+	if err != nil {
+		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
+	}
 	root := fs.inodes[RootIno]
-	rootTree, err := fs.foldDir(tx, root)
+	rootTree, err := fs.foldDir(tx, root, files)
 	if err != nil {
 		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
 	}
@@ -139,9 +144,90 @@ func (fs *FS) Close() error {
 	return fs.p.j.remove()
 }
 
+// storeFiles stores the content of every file the upper layer changed and
+// returns the id of every file the fold reaches (unchanged ones keep
+// their lower content's id). The changed ones are read, chunked, hashed
+// and compressed on every CPU (repo.Tx.PutFiles): one at a time, the
+// commit of a session that had written a 418 MB Go module cache took 9 s
+// here. ns must be held.
+func (fs *FS) storeFiles(tx *repo.Tx) (map[*inode]objects.ID, error) {
+	ids := map[*inode]objects.ID{}
+	var todo []changedFile
+	fs.changedFiles(fs.inodes[RootIno], ids, &todo)
+	stored, err := tx.PutFiles(context.Background(), len(todo), func(i int) (io.Reader, error) {
+		return &nodeReader{fs: fs, n: todo[i].n}, nil
+	}, nil)
+	var fe *repo.FileError
+	if errors.As(err, &fe) {
+		return nil, fmt.Errorf("store %s: %w", fs.pathIn(todo[fe.Index]), fe.Err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, f := range todo {
+		// A size that disagrees with what was read would make a tree
+		// entry its content contradicts (fsck checks entry sizes).
+		if stored[i].Size != f.n.size {
+			return nil, fmt.Errorf("store %s: read %d bytes of %d", fs.pathIn(f), stored[i].Size, f.n.size)
+		}
+		ids[f.n] = stored[i].ID
+	}
+	return ids, nil
+}
+
+// changedFile is a file whose content a commit stores, with a name it has
+// (files keep no location of their own).
+type changedFile struct {
+	n    *inode
+	dir  *inode
+	name string
+}
+
+// pathIn is a changed file's home-relative path, for messages.
+func (fs *FS) pathIn(f changedFile) string {
+	if f.dir.ino == RootIno {
+		return f.name
+	}
+	return fs.pathOf(f.dir) + "/" + f.name
+}
+
+// changedFiles walks the upper directories below d as foldDir does,
+// recording the lower id of each file whose content is unchanged since
+// copy-up and listing the others in todo; a file with several names is
+// seen once.
+func (fs *FS) changedFiles(d *inode, ids map[*inode]objects.ID, todo *[]changedFile) {
+	if d == nil || !d.upper {
+		return
+	}
+	for name, ino := range d.dirents {
+		if ino == 0 {
+			continue
+		}
+		n := fs.inodes[ino]
+		if n == nil || n.deleted {
+			continue
+		}
+		switch n.typ {
+		case objects.TypeDir:
+			fs.changedFiles(n, ids, todo)
+		case objects.TypeFile:
+			if _, seen := ids[n]; seen {
+				continue
+			}
+			if len(n.blocks) == 0 && len(n.dirty) == 0 && !n.base.IsZero() && n.baseSize == n.size && fs.baseIsWhole(n) {
+				ids[n] = n.base // content unchanged since copy-up
+				continue
+			}
+			ids[n] = objects.Zero // stored by storeFiles
+			*todo = append(*todo, changedFile{n, d, name})
+		}
+	}
+}
+
 // foldDir returns the tree id of a directory with the upper layer applied.
-// Directories never copied up keep their lower tree id without being read.
-func (fs *FS) foldDir(tx *repo.Tx, d *inode) (objects.ID, error) {
+// Directories never copied up keep their lower tree id without being read;
+// files has the id of every file below (storeFiles).
+func (fs *FS) foldDir(tx *repo.Tx, d *inode, files map[*inode]objects.ID) (objects.ID, error) {
 	if !d.upper {
 		return d.lowerTree, nil
 	}
@@ -173,7 +259,7 @@ func (fs *FS) foldDir(tx *repo.Tx, d *inode) (objects.ID, error) {
 		if n == nil || n.deleted {
 			continue
 		}
-		e, err := fs.foldNode(tx, n, name)
+		e, err := fs.foldNode(tx, n, name, files)
 		if err != nil {
 			return objects.Zero, err
 		}
@@ -184,11 +270,11 @@ func (fs *FS) foldDir(tx *repo.Tx, d *inode) (objects.ID, error) {
 }
 
 // foldNode returns the tree entry for a node.
-func (fs *FS) foldNode(tx *repo.Tx, n *inode, name string) (objects.Entry, error) {
+func (fs *FS) foldNode(tx *repo.Tx, n *inode, name string, files map[*inode]objects.ID) (objects.Entry, error) {
 	e := objects.Entry{Name: name, Type: n.typ, Mode: n.mode, MTime: n.mtime, Xattrs: n.xattrs}
 	switch n.typ {
 	case objects.TypeDir:
-		id, err := fs.foldDir(tx, n)
+		id, err := fs.foldDir(tx, n, files)
 		if err != nil {
 			return e, err
 		}
@@ -197,18 +283,11 @@ func (fs *FS) foldNode(tx *repo.Tx, n *inode, name string) (objects.Entry, error
 		e.Target = n.target
 		e.Size = uint64(len(n.target))
 	case objects.TypeFile:
+		id, ok := files[n]
+		if !ok || id.IsZero() {
+			return e, fmt.Errorf("store %s: no content stored for it", name) // a bug of the fold's two walks
+		}
 		e.Size = uint64(n.size)
-		if len(n.blocks) == 0 && len(n.dirty) == 0 && !n.base.IsZero() && n.baseSize == n.size && fs.baseIsWhole(n) {
-			e.ID = n.base // content unchanged since copy-up
-			break
-		}
-		id, size, err := tx.PutFile(&nodeReader{fs: fs, n: n})
-		if err != nil {
-			return e, fmt.Errorf("store %s: %w", name, err)
-		}
-		if size != n.size {
-			return e, fmt.Errorf("store %s: read %d bytes of %d", name, size, n.size)
-		}
 		e.ID = id
 	}
 	return e, nil

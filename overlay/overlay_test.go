@@ -619,3 +619,62 @@ func TestLookupRacesWithData(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// A commit that cannot read a changed file's content (here its lower
+// chunks are corrupt) fails naming the file, with the branch and the
+// worktree left as they were. The commit now stores changed files on
+// every CPU; the failure of one of them must still stop it whole.
+func TestCommitNamesFileItCannotRead(t *testing.T) {
+	content := make([]byte, 300_000)
+	for i := range content {
+		content[i] = byte(i*7 + i/251)
+	}
+	e := newEnv(t, func(dir string) {
+		os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+		os.WriteFile(filepath.Join(dir, "sub", "big"), content, 0o644)
+	})
+	for i := range 20 { // other files for the other workers
+		e.write("ws", fmt.Sprintf("f%d", i), strings.Repeat(fmt.Sprint(i), 1000))
+	}
+	ino := e.ino("ws/sub/big")
+	e.fs.Opened(ino)
+	if _, err := e.fs.Write(ino, []byte("X"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fs.Flush(ino); err != nil {
+		t.Fatal(err)
+	}
+	e.fs.Released(ino)
+	tip, err := e.r.BranchTip("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Corrupt the lower file's chunks past the first (the write read the
+	// first into the chunk cache), as a bad disk would.
+	ch := objects.NewChunker(bytes.NewReader(content), nil)
+	for first := true; ; first = false {
+		c, err := ch.Next()
+		if err != nil {
+			break
+		}
+		if !first {
+			if _, err := e.r.DB.Exec(`UPDATE chunks SET data=zeroblob(length(data)) WHERE id=?`, func() []byte { id := objects.Hash(c); return id[:] }()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_, err = e.fs.Commit(overlay.CommitOptions{Message: "test"})
+	e.fs = nil
+	if err == nil || !strings.Contains(err.Error(), "store ws/sub/big:") {
+		t.Fatalf("commit over a corrupt file: %v, want an error naming ws/sub/big", err)
+	}
+	if now, _ := e.r.BranchTip("main"); now != tip {
+		t.Errorf("the failed commit moved main to %s", now.Short())
+	}
+	if wts, err := e.r.Worktrees(); err != nil || len(wts) != 1 || wts[0].ID != e.wt.ID {
+		t.Errorf("worktrees after the failed commit: %v, %v", wts, err)
+	}
+	e.log.mu.Lock()
+	e.log.b.Reset() // the corruption was logged, as it should be
+	e.log.mu.Unlock()
+}

@@ -9,11 +9,8 @@ import (
 	"os/user"
 	"path"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/artproject/art/objects"
@@ -83,13 +80,6 @@ func CheckWorkspaceDir(dir string) (string, error) {
 	return abs, nil
 }
 
-type chunkJob struct {
-	id   objects.ID
-	raw  int
-	enc  int
-	data []byte
-}
-
 // errChanged is a host file replaced between the scan and its read.
 var errChanged = errors.New("replaced while art read the workspace")
 
@@ -152,22 +142,19 @@ func hashHostFile(root, rel string, ino uint64) (objects.ID, int64, error) {
 		return objects.Zero, 0, err
 	}
 	defer r.close()
-	id, size, _, err := hashFile(r, rel, ino, nil, nil, func(chunkJob) error { return nil })
-	return id, size, err
+	return hashFile(r, rel, ino)
 }
 
-// hashFile reads, chunks and hashes one file below root, handing each
-// chunk to put, compressed with compress (nil: only the ids are wanted,
-// put gets no data).
-func hashFile(root *hostRoot, rel string, ino uint64, buf []byte, compress func([]byte) ([]byte, int), put func(chunkJob) error) (objects.ID, int64, []objects.ChunkRef, error) {
+// hashFile reads and hashes one file below root (see hostRoot.open),
+// returning its id and size.
+func hashFile(root *hostRoot, rel string, ino uint64) (objects.ID, int64, error) {
 	f, err := root.open(rel, ino)
 	if err != nil {
-		return objects.Zero, 0, nil, err
+		return objects.Zero, 0, err
 	}
 	defer f.Close()
-	ch := objects.NewChunker(f, buf)
+	ch := objects.NewChunker(f, nil)
 	h := objects.NewHasher()
-	var refs []objects.ChunkRef
 	var size int64
 	for {
 		c, err := ch.Next()
@@ -175,31 +162,12 @@ func hashFile(root *hostRoot, rel string, ino uint64, buf []byte, compress func(
 			break
 		}
 		if err != nil {
-			return objects.Zero, 0, nil, err
+			return objects.Zero, 0, err
 		}
-		id := objects.Hash(c)
 		h.Write(c)
-		job := chunkJob{id: id, raw: len(c)}
-		if compress != nil {
-			job.data, job.enc = compress(c)
-			if job.enc == objects.EncRaw {
-				job.data = append([]byte(nil), c...)
-			}
-		}
-		if err := put(job); err != nil {
-			return objects.Zero, 0, nil, err
-		}
-		refs = append(refs, objects.ChunkRef{ID: id, Size: uint32(len(c))})
 		size += int64(len(c))
 	}
-	if size == 0 {
-		id := objects.Hash(nil)
-		return id, 0, nil, put(chunkJob{id: id})
-	}
-	if len(refs) == 1 {
-		return refs[0].ID, size, refs, nil
-	}
-	return h.Sum(), size, refs, nil
+	return h.Sum(), size, nil
 }
 
 // errGCRaced: a gc committed between a push's reading of its stat cache
@@ -298,105 +266,29 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	}
 	defer files.close()
 
-	// Hash with all cores; one writer owns the transaction.
-	chunks := make(chan chunkJob, 64)
-	lists := make(chan struct {
-		id   objects.ID
-		size int64
-		refs []objects.ChunkRef
-	}, 64)
-	g, gctx := errgroup.WithContext(ctx)
-	var writerErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for chunks != nil || lists != nil {
-			select {
-			case c, ok := <-chunks:
-				if !ok {
-					chunks = nil
-					continue
-				}
-				if writerErr == nil {
-					writerErr = tx.PutChunkEncoded(c.id, c.raw, c.enc, c.data)
-				}
-			case l, ok := <-lists:
-				if !ok {
-					lists = nil
-					continue
-				}
-				if writerErr == nil {
-					writerErr = tx.PutFileList(l.id, l.size, l.refs)
-				}
-			}
-		}
-	}()
-	jobs := make(chan *hostEntry)
+	// Hash and compress with all cores; one writer owns the transaction.
 	var done int64
-	var progMu sync.Mutex
-	workers := runtime.NumCPU()
-	for w := 0; w < workers; w++ {
-		g.Go(func() error {
-			buf := make([]byte, 2*objects.MaxChunk)
-			for e := range jobs {
-				abs := filepath.Join(dir, filepath.FromSlash(e.rel))
-				// A file replaced since the scan (an editor's save) is read
-				// as it is now: its stat no longer matches what is recorded
-				// for it, so the next push reads it again.
-				id, size, refs, err := hashFile(files, e.rel, 0, buf, tx.compress, func(c chunkJob) error {
-					select {
-					case chunks <- c:
-						return nil
-					case <-gctx.Done():
-						return gctx.Err()
-					}
-				})
-				if err != nil {
-					return fmt.Errorf("push %s: %w (%s; nothing was committed)", abs, err, readAdvice(err))
-				}
-				e.id, e.size = id, size
-				if len(refs) > 1 {
-					select {
-					case lists <- struct {
-						id   objects.ID
-						size int64
-						refs []objects.ChunkRef
-					}{id, size, refs}:
-					case <-gctx.Done():
-						return gctx.Err()
-					}
-				}
-				if o.Progress != nil {
-					progMu.Lock()
-					done += size
-					o.Progress(done, total)
-					progMu.Unlock()
-				}
-			}
-			return nil
-		})
-	}
-	g.Go(func() error {
-		defer close(jobs)
-		for _, e := range todo {
-			select {
-			case jobs <- e:
-			case <-gctx.Done():
-				return gctx.Err()
-			}
+	stored, err := tx.PutFiles(ctx, len(todo), func(i int) (io.Reader, error) {
+		// A file replaced since the scan (an editor's save) is read as
+		// it is now: its stat no longer matches what is recorded for
+		// it, so the next push reads it again.
+		return files.open(todo[i].rel, 0)
+	}, func(i int, size int64) {
+		if o.Progress != nil {
+			done += size
+			o.Progress(done, total)
 		}
-		return nil
 	})
-	err = g.Wait()
-	close(chunks)
-	close(lists)
-	wg.Wait()
-	if err != nil {
-		return nil, err
+	var fe *FileError
+	if errors.As(err, &fe) {
+		abs := filepath.Join(dir, filepath.FromSlash(todo[fe.Index].rel))
+		return nil, fmt.Errorf("push %s: %w (%s; nothing was committed)", abs, fe.Err, readAdvice(fe.Err))
 	}
-	if writerErr != nil {
-		return nil, fmt.Errorf("push %s: %w", dir, writerErr)
+	if err != nil {
+		return nil, fmt.Errorf("push %s: %w", dir, err)
+	}
+	for i, e := range todo {
+		e.id, e.size = stored[i].ID, stored[i].Size
 	}
 
 	wsTree, built, err := tx.buildTree(root, true)

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -303,43 +304,14 @@ func (tx *Tx) PutFileList(id objects.ID, size int64, refs []objects.ChunkRef) er
 	return nil
 }
 
-// PutFile chunks, hashes and stores a stream, returning its file id and size.
+// PutFile chunks, hashes and stores a stream, returning its file id and
+// size (PutFiles with one file).
 func (tx *Tx) PutFile(rd io.Reader) (objects.ID, int64, error) {
-	ch := objects.NewChunker(rd, nil)
-	h := objects.NewHasher()
-	var refs []objects.ChunkRef
-	var size int64
-	// Runs of zeros (holes) are cut into equal chunks of zeros: hash and
-	// store the first one only.
-	zero := objects.ChunkRef{}
-	for {
-		c, err := ch.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return objects.Zero, 0, err
-		}
-		h.Write(c)
-		var id objects.ID
-		if zero.Size != 0 && len(c) == int(zero.Size) && objects.IsZero(c) {
-			id = zero.ID
-		} else if id, err = tx.PutChunk(c); err != nil {
-			return objects.Zero, 0, err
-		} else if objects.IsZero(c) {
-			zero = objects.ChunkRef{ID: id, Size: uint32(len(c))}
-		}
-		refs = append(refs, objects.ChunkRef{ID: id, Size: uint32(len(c))})
-		size += int64(len(c))
+	stored, err := tx.PutFiles(context.Background(), 1, func(int) (io.Reader, error) { return rd, nil }, nil)
+	if err != nil {
+		return objects.Zero, 0, err
 	}
-	if size == 0 {
-		if _, err := tx.PutChunk(nil); err != nil {
-			return objects.Zero, 0, err
-		}
-		return objects.Hash(nil), 0, nil
-	}
-	id := h.Sum()
-	return id, size, tx.PutFileList(id, size, refs)
+	return stored[0].ID, stored[0].Size, nil
 }
 
 // PutTree stores a tree and returns its id.

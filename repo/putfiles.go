@@ -1,0 +1,258 @@
+package repo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/artproject/art/objects"
+)
+
+// StoredFile is one file's content as PutFiles stored it.
+type StoredFile struct {
+	ID   objects.ID
+	Size int64
+}
+
+// FileError is a failure to store one of PutFiles' files.
+type FileError struct {
+	Index int // the file's index, as given to open
+	Err   error
+}
+
+func (e *FileError) Error() string { return e.Err.Error() }
+func (e *FileError) Unwrap() error { return e.Err }
+
+// PutFiles stores the contents of n files with one worker per CPU and
+// returns each one's id and size. open(i) gives file i's content (closed
+// after reading when it is an io.Closer); stored, when set, is called as
+// each file is done (from the workers, one call at a time).
+//
+// Workers read, cut into chunks and hash, and compress the chunks the
+// repository lacks; one writer inserts them, since SQLite takes one
+// writer at a time. The transaction must not be used otherwise until
+// PutFiles returns. The first error stops the workers and comes back as a
+// *FileError naming the file.
+func (tx *Tx) PutFiles(ctx context.Context, n int, open func(i int) (io.Reader, error), stored func(i int, size int64)) ([]StoredFile, error) {
+	out := make([]StoredFile, n)
+	if n == 0 {
+		return out, nil
+	}
+	w := tx.newChunkWriter()
+	g, gctx := errgroup.WithContext(ctx)
+	var storedMu sync.Mutex
+	next := make(chan int)
+	for range min(runtime.NumCPU(), n) {
+		g.Go(func() error {
+			buf := make([]byte, 2*objects.MaxChunk)
+			for i := range next {
+				f, err := w.putStream(gctx, open, i, buf)
+				if err != nil {
+					return &FileError{Index: i, Err: err}
+				}
+				out[i] = f
+				if stored != nil {
+					storedMu.Lock()
+					stored(i, f.Size)
+					storedMu.Unlock()
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		defer close(next)
+		for i := range n {
+			select {
+			case next <- i:
+			case <-gctx.Done():
+				return nil
+			}
+		}
+		return nil
+	})
+	err := g.Wait()
+	if werr := w.close(); werr != nil {
+		return nil, werr // the cause of any errWriterFailed
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// chunkWriter is the one goroutine that inserts, in the transaction, what
+// PutFiles' workers prepared. It remembers what it was given, so that a
+// chunk two files share is compressed once.
+type chunkWriter struct {
+	tx     *Tx
+	jobs   chan writeJob
+	done   chan struct{}
+	failed chan struct{} // closed when an insert failed
+	err    error         // that failure; read once done is closed
+
+	mu     sync.Mutex
+	queued map[objects.ID]bool
+}
+
+// writeJob is a chunk (data set, or nil for the empty chunk) or a file's
+// chunk list (refs set) to insert.
+type writeJob struct {
+	id   objects.ID
+	raw  int
+	enc  int
+	data []byte
+	size int64
+	refs []objects.ChunkRef
+}
+
+func (tx *Tx) newChunkWriter() *chunkWriter {
+	w := &chunkWriter{tx: tx, jobs: make(chan writeJob, 64), done: make(chan struct{}), failed: make(chan struct{}), queued: map[objects.ID]bool{}}
+	go func() {
+		defer close(w.done)
+		for j := range w.jobs {
+			if w.err != nil {
+				continue // drain, so that no worker blocks
+			}
+			var err error
+			if j.refs != nil {
+				err = tx.PutFileList(j.id, j.size, j.refs)
+			} else {
+				err = tx.PutChunkEncoded(j.id, j.raw, j.enc, j.data)
+			}
+			if err != nil {
+				w.err = err
+				close(w.failed)
+			}
+		}
+	}()
+	return w
+}
+
+// errWriterFailed stops a worker once the writer failed; PutFiles
+// reports the writer's own error instead.
+var errWriterFailed = errors.New("storing failed")
+
+// close waits for every queued insert and reports the first failure.
+func (w *chunkWriter) close() error {
+	close(w.jobs)
+	<-w.done
+	return w.err
+}
+
+func (w *chunkWriter) send(ctx context.Context, j writeJob) error {
+	select {
+	case w.jobs <- j:
+		return nil
+	case <-w.failed:
+		return errWriterFailed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// claim reports whether chunk id still needs storing: neither queued by
+// another file of this call nor in the repository.
+//
+// The workers ask on connections of their own, not the transaction's:
+// the transaction's connection is the writer's, and database/sql lets a
+// row be read from it while the writer inserts, which SQLite refuses
+// (SQLITE_MISUSE). Other connections see what was committed before the
+// transaction (no gc can commit during it); a chunk this transaction
+// stored before PutFiles would merely be compressed again, its insert
+// doing nothing.
+func (w *chunkWriter) claim(id objects.ID) (bool, error) {
+	w.mu.Lock()
+	if w.queued[id] {
+		w.mu.Unlock()
+		return false, nil
+	}
+	w.queued[id] = true
+	w.mu.Unlock()
+	s, err := w.tx.r.stmt(`SELECT 1 FROM chunks WHERE id=?`)
+	if err != nil {
+		return false, err
+	}
+	var one int
+	err = s.QueryRow(id[:]).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil
+	}
+	return false, err
+}
+
+// putStream stores file i: chunks the writer is to insert, then its
+// chunk list when it has more than one chunk. Runs of zeros (holes) are
+// cut into equal chunks of zeros; only the first is hashed and stored.
+func (w *chunkWriter) putStream(ctx context.Context, open func(int) (io.Reader, error), i int, buf []byte) (StoredFile, error) {
+	rd, err := open(i)
+	if err != nil {
+		return StoredFile{}, err
+	}
+	if c, ok := rd.(io.Closer); ok {
+		defer c.Close()
+	}
+	ch := objects.NewChunker(rd, buf)
+	h := objects.NewHasher()
+	var refs []objects.ChunkRef
+	var size int64
+	var zero objects.ChunkRef
+	for {
+		c, err := ch.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return StoredFile{}, err
+		}
+		h.Write(c)
+		var id objects.ID
+		if zero.Size != 0 && len(c) == int(zero.Size) && objects.IsZero(c) {
+			id = zero.ID
+		} else {
+			id = objects.Hash(c)
+			if objects.IsZero(c) {
+				zero = objects.ChunkRef{ID: id, Size: uint32(len(c))}
+			}
+			if err := w.putChunk(ctx, id, c); err != nil {
+				return StoredFile{}, err
+			}
+		}
+		refs = append(refs, objects.ChunkRef{ID: id, Size: uint32(len(c))})
+		size += int64(len(c))
+	}
+	if size == 0 {
+		return StoredFile{ID: objects.Hash(nil)}, w.putChunk(ctx, objects.Hash(nil), nil)
+	}
+	id := h.Sum()
+	if len(refs) > 1 {
+		if err := w.send(ctx, writeJob{id: id, size: size, refs: refs}); err != nil {
+			return StoredFile{}, err
+		}
+	}
+	return StoredFile{ID: id, Size: size}, nil
+}
+
+// putChunk compresses chunk c (whose id is id) and queues it, unless it
+// is stored or queued already. c is only valid until the chunker's next
+// call, so what is queued is always a copy.
+func (w *chunkWriter) putChunk(ctx context.Context, id objects.ID, c []byte) error {
+	need, err := w.claim(id)
+	if err != nil {
+		return fmt.Errorf("look up chunk %s: %w", id.Short(), err)
+	}
+	if !need {
+		return nil
+	}
+	data, enc := w.tx.compress(c)
+	if enc == objects.EncRaw {
+		data = append([]byte{}, c...)
+	}
+	return w.send(ctx, writeJob{id: id, raw: len(c), enc: enc, data: data})
+}
