@@ -269,6 +269,7 @@ type proc struct {
 	done   chan struct{}
 	err    error
 	start  time.Time
+	end    time.Time // set when the process has ended, before done closes
 }
 
 type syncBuf struct {
@@ -331,6 +332,7 @@ func (e *env) startArtFor(limit time.Duration, args ...string) *proc {
 	}
 	go func() {
 		p.err = p.cmd.Wait()
+		p.end = time.Now()
 		cancel()
 		close(p.done)
 	}()
@@ -396,6 +398,11 @@ func (p *proc) wait(timeout time.Duration) result {
 
 func (p *proc) result() result {
 	r := result{args: p.args, stdout: p.stdout.String(), stderr: p.stderr.String(), dur: time.Since(p.start)}
+	select {
+	case <-p.done:
+		r.dur = p.end.Sub(p.start)
+	default:
+	}
 	if p.cmd.ProcessState != nil {
 		r.code = p.cmd.ProcessState.ExitCode()
 	}

@@ -279,30 +279,68 @@ type diffLine struct {
 	text string
 }
 
+// splitLines cuts text after each newline; a last line without one is
+// kept as it is.
+func splitLines(text string) []string {
+	parts := strings.SplitAfter(text, "\n")
+	if parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	return parts
+}
+
+// lineDiff lists b as a's lines kept, deleted and added. The lines both
+// share at the start and at the end are taken off before go-diff sees the
+// rest, as git's xdiff does: go-diff hashes every line of both texts, and
+// a one-line change to a long file otherwise cost a diff its largest part
+// (go-diff trims the same lines itself, so the result is the same).
+func lineDiff(a, b string) []diffLine {
+	la, lb := splitLines(a), splitLines(b)
+	pre := 0
+	for pre < len(la) && pre < len(lb) && la[pre] == lb[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(la)-pre && suf < len(lb)-pre && la[len(la)-1-suf] == lb[len(lb)-1-suf] {
+		suf++
+	}
+	all := make([]diffLine, 0, len(la)+len(lb)-pre-suf)
+	for _, l := range la[:pre] {
+		all = append(all, diffLine{' ', l})
+	}
+	midA, midB := strings.Join(la[pre:len(la)-suf], ""), strings.Join(lb[pre:len(lb)-suf], "")
+	if midA != "" || midB != "" {
+		dmp := diffmatchpatch.New()
+		ca, cb, lines := dmp.DiffLinesToChars(midA, midB)
+		for _, d := range dmp.DiffCharsToLines(dmp.DiffMain(ca, cb, false), lines) {
+			op := byte(' ')
+			switch d.Type {
+			case diffmatchpatch.DiffInsert:
+				op = '+'
+			case diffmatchpatch.DiffDelete:
+				op = '-'
+			}
+			for _, l := range splitLines(d.Text) {
+				all = append(all, diffLine{op, l})
+			}
+		}
+	}
+	for _, l := range la[len(la)-suf:] {
+		all = append(all, diffLine{' ', l})
+	}
+	return all
+}
+
 // unified renders line diffs as hunks.
 func unified(a, b string, context int) ([]string, DiffStat) {
-	dmp := diffmatchpatch.New()
-	ca, cb, lines := dmp.DiffLinesToChars(a, b)
-	diffs := dmp.DiffCharsToLines(dmp.DiffMain(ca, cb, false), lines)
-	var all []diffLine
+	all := lineDiff(a, b)
 	var st DiffStat
-	for _, d := range diffs {
-		text := d.Text
-		parts := strings.SplitAfter(text, "\n")
-		if parts[len(parts)-1] == "" {
-			parts = parts[:len(parts)-1]
-		}
-		for _, l := range parts {
-			switch d.Type {
-			case diffmatchpatch.DiffEqual:
-				all = append(all, diffLine{' ', l})
-			case diffmatchpatch.DiffInsert:
-				all = append(all, diffLine{'+', l})
-				st.Added++
-			case diffmatchpatch.DiffDelete:
-				all = append(all, diffLine{'-', l})
-				st.Deleted++
-			}
+	for _, l := range all {
+		switch l.op {
+		case '+':
+			st.Added++
+		case '-':
+			st.Deleted++
 		}
 	}
 	var hunks []string

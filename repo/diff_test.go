@@ -1,11 +1,14 @@
 package repo
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/sergi/go-diff/diffmatchpatch"
 
 	"github.com/artproject/art/objects"
 )
@@ -292,5 +295,61 @@ new mode 100755
 	}
 	if s := stats["bin"]; !s.Binary {
 		t.Errorf("bin stat %+v", s)
+	}
+}
+
+// lineDiff takes the lines both texts share at either end off before
+// go-diff sees them. Its result must turn a into b, and change no more
+// lines than go-diff on the whole texts (it may align an ambiguous edit
+// differently: go-diff then slides edits through the shared lines).
+func TestLineDiff(t *testing.T) {
+	whole := func(a, b string) int {
+		dmp := diffmatchpatch.New()
+		ca, cb, lines := dmp.DiffLinesToChars(a, b)
+		n := 0
+		for _, d := range dmp.DiffCharsToLines(dmp.DiffMain(ca, cb, false), lines) {
+			if d.Type != diffmatchpatch.DiffEqual {
+				n += len(splitLines(d.Text))
+			}
+		}
+		return n
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	text := func(n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteString([]string{"a\n", "b\n", "c\n", "}\n", "\n", "x"}[rng.IntN(6)])
+		}
+		return b.String()
+	}
+	for i := range 5000 {
+		a := text(rng.IntN(12))
+		b := a
+		switch i % 3 {
+		case 0:
+			b = text(rng.IntN(12))
+		case 1: // a small edit somewhere in a
+			k := rng.IntN(len(a) + 1)
+			b = a[:k] + text(rng.IntN(3)) + a[min(len(a), k+rng.IntN(4)):]
+		}
+		var gotA, gotB strings.Builder
+		changed := 0
+		for _, l := range lineDiff(a, b) {
+			if l.op != '+' {
+				gotA.WriteString(l.text)
+			}
+			if l.op != '-' {
+				gotB.WriteString(l.text)
+			}
+			if l.op != ' ' {
+				changed++
+			}
+		}
+		if gotA.String() != a || gotB.String() != b {
+			t.Fatalf("lineDiff(%q, %q) turns %q into %q", a, b, gotA.String(), gotB.String())
+		}
+		if w := whole(a, b); changed > w {
+			t.Fatalf("lineDiff(%q, %q) changes %d lines, go-diff on the whole texts %d", a, b, changed, w)
+		}
 	}
 }
