@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"runtime"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -308,15 +311,44 @@ func (fs *FS) storeDirtyLocked(n *inode) {
 	// the path of the close; more (a large file, a write storm) are
 	// compressed here, so that the journal stays small.
 	compress := len(n.dirty) >= compressInlineBlocks
+	blocks := make([]storedBlock, 0, len(n.dirty))
 	for idx, b := range n.dirty {
 		// Trailing zeros are not stored: a short block reads as zeros.
-		trimmed := bytes.TrimRight(b, "\x00")
-		id := fs.p.putChunk(trimmed, compress)
-		n.blocks[idx] = id
-		fs.p.dirtyBlock(n.ino, idx, id)
+		blocks = append(blocks, storedBlock{idx: idx, data: bytes.TrimRight(b, "\x00")})
+	}
+	if !compress {
+		for i := range blocks {
+			blocks[i].id = fs.p.putChunk(blocks[i].data, false)
+		}
+	} else {
+		// Hashing and compressing are most of a large file's close:
+		// spread them over the CPUs (the encoders are per CPU too).
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range min(runtime.NumCPU(), len(blocks)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := int(next.Add(1) - 1); i < len(blocks); i = int(next.Add(1) - 1) {
+					blocks[i].id = fs.p.putChunk(blocks[i].data, true)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	for _, b := range blocks {
+		n.blocks[b.idx] = b.id
+		fs.p.dirtyBlock(n.ino, b.idx, b.id)
 	}
 	n.dirty = nil
 	fs.p.dirtyInodeLocked(n)
+}
+
+// storedBlock is a dirty block on its way to the persister.
+type storedBlock struct {
+	idx  int64
+	data []byte
+	id   objects.ID
 }
 
 // compressInlineBlocks is how many dirty blocks a file stores at once
