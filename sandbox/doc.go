@@ -10,8 +10,10 @@
 // the command interactively on a fresh pty or non-interactively with the
 // caller's stdio; exit status mapping (126/127/124/128+n); timeouts, signals
 // and killing the whole process tree; memory and process-count limits
-// (cgroup v2 when available, rlimits otherwise); and a preflight check that
-// bwrap works on this host.
+// (cgroup v2 when available, rlimits otherwise); keeping the caller and the
+// sandbox in one scheduling group where the scheduler's autogroup would
+// split them (schedgroup.go); and a preflight check that bwrap works on
+// this host.
 //
 // It must not know about FUSE, the overlay or the repository: the caller
 // hands it a plain host directory to use as the home (for art, the FUSE

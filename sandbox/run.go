@@ -98,6 +98,9 @@ func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
 	}
 	if cg != nil {
 		defer cg.remove()
+	} else if joinSchedGroup() {
+		// One scheduling group for art and the sandbox (schedgroup.go).
+		defer leaveSchedGroup()
 	}
 	p, err := makePlan(cfg, mech)
 	if err != nil {

@@ -1,0 +1,231 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Why art moves itself into a cpu cgroup while a sandbox runs.
+//
+// bwrap starts the sandbox in a session of its own (--new-session, so
+// that the agent cannot push keystrokes into the caller's terminal). With
+// the scheduler's autogroup feature on, a new session is also a new
+// scheduling group, but only for processes in the root of the cpu
+// controller's hierarchy: on a host without a service manager putting
+// every process into a cgroup (this project's VMs, minimal containers),
+// art's FUSE threads and the agent then sit in two groups, and the
+// scheduler, which weighs whole groups when it places a woken thread, kept
+// moving the agent's processes between CPUs in the middle of their FUSE
+// round trips. Reading every file of the Go tree inside art run took
+// 1.25-1.45 times as long as on art mount; with autogroup off, or with art
+// and the sandbox in one cpu cgroup, the same as on art mount. So when art
+// is in the hierarchy's root and autogroup is on, the process moves into
+// a cgroup of its own for the sandbox's life (the sandbox, started from
+// it, follows), and back afterwards. Anywhere else (a systemd session or
+// service, a container's cgroup) nothing changes, and nothing fails if
+// the move cannot be made: it only costs speed.
+
+// schedCgroupPrefix names the cgroups joinSchedGroup makes:
+// art-sched-<pid>-<n>.
+const schedCgroupPrefix = "art-sched-"
+
+// Paths read by joinSchedGroup (variables for tests).
+var (
+	autogroupFile  = "/proc/sys/kernel/sched_autogroup_enabled"
+	selfCgroupFile = "/proc/self/cgroup"
+	mountinfoFile  = "/proc/self/mountinfo"
+)
+
+// schedGroup is the process's membership of a cgroup made by
+// joinSchedGroup. The cgroup is the process's, not one sandbox's: Runs in
+// one process (tests, parallel sessions) share it, the last to end takes
+// the process out and removes it.
+var schedGroup struct {
+	sync.Mutex
+	users int
+	dir   string // the cgroup joined
+	root  string // the hierarchy's root, where the process goes back
+	seq   int
+}
+
+// joinSchedGroup moves this process into a cgroup of its own in the cpu
+// controller's hierarchy when it sits in that hierarchy's root with
+// autogroup on (see above). It reports whether it did; every true must be
+// matched by a leaveSchedGroup.
+func joinSchedGroup() bool {
+	schedGroup.Lock()
+	defer schedGroup.Unlock()
+	if schedGroup.users > 0 {
+		schedGroup.users++
+		return true
+	}
+	root, ok := schedGroupRoot()
+	if !ok {
+		return false
+	}
+	removeStaleSchedGroups(root)
+	schedGroup.seq++
+	dir := filepath.Join(root, fmt.Sprintf("%s%d-%d", schedCgroupPrefix, os.Getpid(), schedGroup.seq))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return false
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+		os.Remove(dir)
+		return false
+	}
+	schedGroup.users, schedGroup.dir, schedGroup.root = 1, dir, root
+	return true
+}
+
+// leaveSchedGroup undoes one joinSchedGroup that returned true: the last
+// one moves the process back to the hierarchy's root and removes the
+// cgroup (which the next art command does if the sandbox's last
+// processes are still leaving it).
+func leaveSchedGroup() {
+	schedGroup.Lock()
+	defer schedGroup.Unlock()
+	if schedGroup.users == 0 {
+		return
+	}
+	schedGroup.users--
+	if schedGroup.users > 0 {
+		return
+	}
+	os.WriteFile(filepath.Join(schedGroup.root, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+	for try := 0; try < 10; try++ {
+		if err := os.Remove(schedGroup.dir); err == nil || !errors.Is(err, syscall.EBUSY) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // the sandbox's last processes are exiting
+	}
+	schedGroup.dir, schedGroup.root = "", ""
+}
+
+// schedGroupRoot returns the mount point of the cpu controller's
+// hierarchy when autogroup is on, this process can write there, and it
+// sits in the hierarchy's root; ok is false otherwise.
+func schedGroupRoot() (root string, ok bool) {
+	if b, err := os.ReadFile(autogroupFile); err != nil || strings.TrimSpace(string(b)) != "1" {
+		return "", false
+	}
+	cg, err := os.ReadFile(selfCgroupFile)
+	if err != nil {
+		return "", false
+	}
+	path, v2, found := cpuCgroupPath(string(cg))
+	if !found || path != "/" {
+		return "", false // in a cgroup already: autogroup does not apply
+	}
+	mi, err := os.Open(mountinfoFile)
+	if err != nil {
+		return "", false
+	}
+	defer mi.Close()
+	root = cpuHierarchyMount(mi, v2)
+	if root == "" {
+		return "", false
+	}
+	if v2 {
+		// Child cgroups form their own scheduling groups only where the
+		// cpu controller is enabled for them; art does not enable it.
+		sub, err := os.ReadFile(filepath.Join(root, "cgroup.subtree_control"))
+		if err != nil || !contains(strings.Fields(string(sub)), "cpu") {
+			return "", false
+		}
+	}
+	if syscall.Access(root, 2 /* W_OK */) != nil {
+		return "", false
+	}
+	return root, true
+}
+
+// cpuCgroupPath finds, in /proc/self/cgroup's text, the cgroup of the cpu
+// controller: a cgroup v1 line naming cpu among its controllers
+// ("1:cpu,cpuacct:/path"), else the cgroup v2 line ("0::/path"), for
+// which v2 is true.
+func cpuCgroupPath(text string) (path string, v2, found bool) {
+	var unified string
+	haveUnified := false
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if f[0] == "0" && f[1] == "" {
+			unified, haveUnified = f[2], true
+			continue
+		}
+		if contains(strings.Split(f[1], ","), "cpu") {
+			return f[2], false, true
+		}
+	}
+	return unified, true, haveUnified
+}
+
+// cpuHierarchyMount returns the mount point, from /proc/self/mountinfo's
+// lines, of the cgroup v1 hierarchy holding the cpu controller (v2 false)
+// or of the cgroup v2 hierarchy (v2 true); "" when there is none. Only a
+// mount of a hierarchy's root counts.
+func cpuHierarchyMount(mountinfo io.Reader, v2 bool) string {
+	sc := bufio.NewScanner(mountinfo)
+	for sc.Scan() {
+		// id parent dev root mountpoint options [optional...] - fstype source superoptions
+		left, right, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		lf, rf := strings.Fields(left), strings.Fields(right)
+		if len(lf) < 5 || len(rf) < 3 || lf[3] != "/" {
+			continue
+		}
+		switch {
+		case v2 && rf[0] == "cgroup2":
+			return unescapeMount(lf[4])
+		case !v2 && rf[0] == "cgroup" && contains(strings.Split(rf[2], ","), "cpu"):
+			return unescapeMount(lf[4])
+		}
+	}
+	return ""
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// removeStaleSchedGroups removes empty cgroups joinSchedGroup made in
+// processes that are gone (killed before they could remove them).
+func removeStaleSchedGroups(root string) {
+	dirs, _ := filepath.Glob(filepath.Join(root, schedCgroupPrefix+"*-*"))
+	for _, d := range dirs {
+		f := strings.Split(strings.TrimPrefix(filepath.Base(d), schedCgroupPrefix), "-")
+		pid, err := strconv.Atoi(f[0])
+		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		os.Remove(d) // fails, harmlessly, while processes are left in it
+	}
+}

@@ -1,0 +1,133 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCpuCgroupPath(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		path       string
+		v2, found  bool
+	}{
+		{"v1 cpu alone", "9:name=systemd:/\n2:cpuacct:/\n1:cpu:/\n0::/\n", "/", false, true},
+		{"v1 cpu with cpuacct, in a cgroup", "4:memory:/x\n3:cpu,cpuacct:/user.slice\n0::/\n", "/user.slice", false, true},
+		{"v1 cpuset is not cpu", "3:cpuset:/\n0::/init.scope\n", "/init.scope", true, true},
+		{"v2 only", "0::/user.slice/user-1000.slice/session-2.scope\n", "/user.slice/user-1000.slice/session-2.scope", true, true},
+		{"v2 root", "0::/\n", "/", true, true},
+		{"nothing", "", "", true, false},
+		{"garbage", "no colons here\n1:cpu\n", "", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, v2, found := cpuCgroupPath(tc.text)
+			if path != tc.path || v2 != tc.v2 || found != tc.found {
+				t.Errorf("cpuCgroupPath = %q, v2 %v, found %v; want %q, %v, %v", path, v2, found, tc.path, tc.v2, tc.found)
+			}
+		})
+	}
+}
+
+func TestCpuHierarchyMount(t *testing.T) {
+	const mi = `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu\040x rw,relatime - cgroup cgroup rw,cpu,cpuacct
+34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset
+35 31 0:31 /sub /elsewhere rw,relatime shared:5 - cgroup cgroup rw,cpu
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw
+`
+	if got := cpuHierarchyMount(strings.NewReader(mi), false); got != "/sys/fs/cgroup/cpu x" {
+		t.Errorf("v1: %q", got)
+	}
+	if got := cpuHierarchyMount(strings.NewReader(mi), true); got != "/sys/fs/cgroup/unified" {
+		t.Errorf("v2: %q", got)
+	}
+	if got := cpuHierarchyMount(strings.NewReader("34 31 0:31 / /c rw - cgroup cgroup rw,cpuset\n"), false); got != "" {
+		t.Errorf("cpuset taken for cpu: %q", got)
+	}
+}
+
+// The paths joinSchedGroup reads, pointed at files of the test's.
+func fakeSchedHost(t *testing.T, autogroup, cgroup, mountinfo string) {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	saved := []string{autogroupFile, selfCgroupFile, mountinfoFile}
+	autogroupFile = write("autogroup", autogroup)
+	selfCgroupFile = write("cgroup", cgroup)
+	mountinfoFile = write("mountinfo", mountinfo)
+	t.Cleanup(func() { autogroupFile, selfCgroupFile, mountinfoFile = saved[0], saved[1], saved[2] })
+}
+
+// Nothing is moved where autogroup does not apply or cannot be helped.
+func TestSchedGroupNotNeeded(t *testing.T) {
+	hier := t.TempDir()
+	mi := fmt.Sprintf("32 31 0:29 / %s rw - cgroup cgroup rw,cpu\n", hier)
+	for _, tc := range []struct{ name, autogroup, cgroup, mountinfo string }{
+		{"autogroup off", "0\n", "1:cpu:/\n", mi},
+		{"in a cgroup already", "1\n", "1:cpu:/user.slice\n", mi},
+		{"no cpu hierarchy mounted", "1\n", "1:cpu:/\n", ""},
+		{"v2 without the cpu controller", "1\n", "0::/\n", fmt.Sprintf("41 31 0:38 / %s rw - cgroup2 cgroup2 rw\n", hier)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fakeSchedHost(t, tc.autogroup, tc.cgroup, tc.mountinfo)
+			if joinSchedGroup() {
+				leaveSchedGroup()
+				t.Fatal("joined a scheduling group")
+			}
+			if ents, _ := os.ReadDir(hier); len(ents) != 0 {
+				t.Errorf("left %v in the hierarchy", ents)
+			}
+		})
+	}
+}
+
+// On a host like this project's CI VM (autogroup on, processes in the cpu
+// hierarchy's root) the process joins a cgroup of its own, Runs share it,
+// and the last to end takes the process back out and removes it.
+func TestSchedGroupJoinAndLeave(t *testing.T) {
+	root, ok := schedGroupRoot()
+	if !ok {
+		t.Skip("this host needs no scheduling group: autogroup off, the process already in a cpu cgroup, or no writable cpu hierarchy (as non-root)")
+	}
+	// A cgroup left by a process that is gone is removed on the way.
+	stale := filepath.Join(root, schedCgroupPrefix+"2147483646-1")
+	if err := os.Mkdir(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(stale)
+	if !joinSchedGroup() {
+		t.Fatal("did not join")
+	}
+	if !joinSchedGroup() { // a second Run in this process
+		t.Fatal("the second join failed")
+	}
+	dir := schedGroup.dir
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale cgroup %s kept: %v", stale, err)
+	}
+	cg, _ := os.ReadFile(selfCgroupFile)
+	if path, _, _ := cpuCgroupPath(string(cg)); path != "/"+filepath.Base(dir) {
+		t.Errorf("in cpu cgroup %q, want /%s", path, filepath.Base(dir))
+	}
+	leaveSchedGroup()
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("the first leave removed the cgroup the other Run uses: %v", err)
+	}
+	leaveSchedGroup()
+	cg, _ = os.ReadFile(selfCgroupFile)
+	if path, _, _ := cpuCgroupPath(string(cg)); path != "/" {
+		t.Errorf("back in cpu cgroup %q, want /", path)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("cgroup %s left behind: %v", dir, err)
+	}
+}
