@@ -211,6 +211,10 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	if derr != nil {
 		return runFail(derr)
 	}
+	// Art's FUSE threads and the sandbox in one scheduling group (see
+	// sandbox.JoinSchedGroup): the move runs while the session is set up.
+	cfg.SchedGroup = sandbox.JoinSchedGroup()
+	defer cfg.SchedGroup.Settle()
 	r, err := repo.Open(dbPath)
 	if err != nil {
 		return runFail(err)
@@ -442,6 +446,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		cfg.Hide = append(cfg.Hide, dir)
 	}
 	res, runErr := sandbox.Run(ctx, cfg, stdio)
+	cfg.SchedGroup.Leave() // while the home is unmounted and committed
 	if err := srv.Unmount(); err != nil {
 		syscall.Unmount(mnt, syscall.MNT_DETACH)
 	}

@@ -91,6 +91,10 @@ type Config struct {
 	SeccompFD *os.File
 	// Starter, when set, replaces cmd.Start and cmd.Wait (see Starter).
 	Starter Starter
+	// SchedGroup, when set, is a move of this process into a scheduling
+	// group shared with the sandbox (JoinSchedGroup): Run waits for it
+	// before it starts the sandbox.
+	SchedGroup *SchedGroup
 }
 
 // File descriptor numbers in the bwrap process (ExtraFiles start at 3).

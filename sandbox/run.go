@@ -98,9 +98,6 @@ func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
 	}
 	if cg != nil {
 		defer cg.remove()
-	} else if joinSchedGroup() {
-		// One scheduling group for art and the sandbox (schedgroup.go).
-		defer leaveSchedGroup()
 	}
 	p, err := makePlan(cfg, mech)
 	if err != nil {
@@ -170,6 +167,8 @@ func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
 	}
 
 	closeInheritedFDs()
+	// The sandbox follows this process into its scheduling group.
+	cfg.SchedGroup.wait()
 	start := cfg.Starter
 	if start == nil {
 		start = defaultStarter

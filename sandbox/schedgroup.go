@@ -34,6 +34,68 @@ import (
 // service, a container's cgroup) nothing changes, and nothing fails if
 // the move cannot be made: it only costs speed.
 
+// SchedGroup is a pending or done move of this process into a scheduling
+// group it shares with the sandboxes it starts (see above).
+//
+// Moving a process between cgroups waits for an RCU grace period in the
+// kernel (5-13 ms on this project's VM, twice per session: in and out),
+// so both moves run in the background, overlapping the session's setup
+// (repository, worktree, mount) and its end (unmount, commit).
+type SchedGroup struct {
+	joined    chan struct{} // closed once the join is over
+	in        bool          // set before joined closes: the process is in the group
+	leaveOnce sync.Once
+	left      chan struct{} // closed once the way back is over
+}
+
+// JoinSchedGroup starts moving this process into a scheduling group for
+// its sandboxes, where one is needed (see above), and returns at once.
+// Pass the result in Config.SchedGroup: Run waits for the move before it
+// starts the sandbox, which then follows the process into the group.
+// Call Leave when the sandbox has ended and Settle before exiting.
+func JoinSchedGroup() *SchedGroup {
+	g := &SchedGroup{joined: make(chan struct{}), left: make(chan struct{})}
+	go func() {
+		g.in = joinSchedGroup()
+		close(g.joined)
+	}()
+	return g
+}
+
+// wait waits for the join to be over.
+func (g *SchedGroup) wait() {
+	if g != nil {
+		<-g.joined
+	}
+}
+
+// Leave starts taking the process back out of the group, once every
+// sandbox started in it has ended. It may be called more than once.
+func (g *SchedGroup) Leave() {
+	if g == nil {
+		return
+	}
+	g.leaveOnce.Do(func() {
+		go func() {
+			<-g.joined
+			if g.in {
+				leaveSchedGroup()
+			}
+			close(g.left)
+		}()
+	})
+}
+
+// Settle leaves the group (if Leave was not called) and waits until the
+// process is out and the group removed.
+func (g *SchedGroup) Settle() {
+	if g == nil {
+		return
+	}
+	g.Leave()
+	<-g.left
+}
+
 // schedCgroupPrefix names the cgroups joinSchedGroup makes:
 // art-sched-<pid>-<n>.
 const schedCgroupPrefix = "art-sched-"

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCpuCgroupPath(t *testing.T) {
@@ -129,5 +130,83 @@ func TestSchedGroupJoinAndLeave(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("cgroup %s left behind: %v", dir, err)
+	}
+}
+
+// The background API: Run waits for the join; Leave and Settle take the
+// process back out; Settle alone does both; a nil group is a no-op.
+func TestSchedGroupInBackground(t *testing.T) {
+	var none *SchedGroup
+	none.wait()
+	none.Leave()
+	none.Settle()
+	if _, ok := schedGroupRoot(); !ok {
+		t.Skip("this host needs no scheduling group: autogroup off, the process already in a cpu cgroup, or no writable cpu hierarchy (as non-root)")
+	}
+	for _, leaveFirst := range []bool{true, false} {
+		g := JoinSchedGroup()
+		g.wait()
+		if !g.in {
+			t.Fatal("not in the group after the join")
+		}
+		cg, _ := os.ReadFile(selfCgroupFile)
+		if path, _, _ := cpuCgroupPath(string(cg)); path == "/" {
+			t.Fatal("the join did not move the process")
+		}
+		dir := schedGroup.dir
+		if leaveFirst {
+			g.Leave()
+			g.Leave()
+		}
+		g.Settle()
+		cg, _ = os.ReadFile(selfCgroupFile)
+		if path, _, _ := cpuCgroupPath(string(cg)); path != "/" {
+			t.Errorf("after Settle (Leave first: %v) in cpu cgroup %q", leaveFirst, path)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("cgroup %s left behind: %v", dir, err)
+		}
+	}
+}
+
+// A sandbox started with Config.SchedGroup runs in the group it names,
+// with the process that started it; afterwards the group is gone.
+func TestRunInSchedGroup(t *testing.T) {
+	requireBwrap(t)
+	if _, ok := schedGroupRoot(); !ok {
+		t.Skip("this host needs no scheduling group: autogroup off, the process already in a cpu cgroup, or no writable cpu hierarchy (as non-root)")
+	}
+	g := JoinSchedGroup()
+	cfg := baseConfig(t, "/bin/sh", "-c", "sleep 2 # sched-group-marker")
+	cfg.SchedGroup = g
+	done := make(chan runOut, 1)
+	go func() { done <- run(t, cfg, "") }()
+	var pids []int
+	for deadline := time.Now().Add(20 * time.Second); len(pids) == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		pids = processesWith("sched-group-marker")
+	}
+	if len(pids) == 0 {
+		t.Fatal("the sandbox's command never showed up")
+	}
+	self, _ := os.ReadFile(selfCgroupFile)
+	selfPath, _, _ := cpuCgroupPath(string(self))
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		if path, _, _ := cpuCgroupPath(string(b)); path != selfPath || path == "/" {
+			t.Errorf("sandbox process %d in cpu cgroup %q, this process in %q", pid, path, selfPath)
+		}
+	}
+	if o := <-done; o.Err != nil || o.ExitCode != 0 {
+		t.Fatalf("Run: %v, exit %d, stderr %s", o.Err, o.ExitCode, o.Stderr)
+	}
+	dir := filepath.Join(schedGroup.root, strings.TrimPrefix(selfPath, "/"))
+	g.Leave()
+	g.Settle()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("cgroup %s left after the sandbox: %v", dir, err)
 	}
 }
