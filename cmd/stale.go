@@ -9,6 +9,7 @@ import (
 	"github.com/artproject/art/fuse"
 	"github.com/artproject/art/objects"
 	"github.com/artproject/art/repo"
+	"github.com/artproject/art/sandbox"
 )
 
 // cleanupStale removes the mounts of worktrees whose art process died and
@@ -31,10 +32,12 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 		if w.Kind == "run" {
 			// The mount point of a run is art's own temporary directory
 			// (the dead art could not remove it); Remove only takes it
-			// when empty, i.e. no longer mounted.
+			// when empty, i.e. no longer mounted. So is its scheduling
+			// group, if it made one.
 			if w.Mountpoint != "" {
 				os.Remove(w.Mountpoint)
 			}
+			sandbox.RemoveStaleSchedGroups()
 			// Every session is a commit: record the one art was killed in,
 			// with what it wrote up to its last flush.
 			if err := commitWorktree(g, r, w, "", ""); err != nil {

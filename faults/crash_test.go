@@ -430,6 +430,11 @@ func TestCrashRun(t *testing.T) {
 		if _, err := os.Stat(mp); !os.IsNotExist(err) {
 			t.Errorf("the dead session's mount point %s was not removed (%v)", mp, err)
 		}
+		// Nor its scheduling group, where art made one (sandbox
+		// package, schedgroup.go).
+		if groups, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/*/art-sched-%d-*", p.cmd.Process.Pid)); len(groups) > 0 {
+			t.Errorf("the dead session's scheduling group is still there: %v", groups)
+		}
 		if !recordedRE.MatchString(r.stderr) {
 			t.Fatalf("the next command did not record the interrupted session:\n%s", r)
 		}

@@ -278,6 +278,29 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
+// RemoveStaleSchedGroups removes the scheduling groups of art processes
+// that were killed before they could remove them (a sandbox's processes
+// die with art, so such a group is empty). The next art run does it too;
+// art commands call it when they find a session whose art died.
+func RemoveStaleSchedGroups() {
+	cg, err := os.ReadFile(selfCgroupFile)
+	if err != nil {
+		return
+	}
+	_, v2, found := cpuCgroupPath(string(cg))
+	if !found {
+		return
+	}
+	mi, err := os.Open(mountinfoFile)
+	if err != nil {
+		return
+	}
+	defer mi.Close()
+	if root := cpuHierarchyMount(mi, v2); root != "" {
+		removeStaleSchedGroups(root)
+	}
+}
+
 // removeStaleSchedGroups removes empty cgroups joinSchedGroup made in
 // processes that are gone (killed before they could remove them).
 func removeStaleSchedGroups(root string) {
