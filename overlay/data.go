@@ -283,11 +283,14 @@ func fileSizeLimit(path string) int64 {
 // minFileSizeLimit is the least fileSizeLimit gives.
 const minFileSizeLimit = 16 << 30
 
-// ensureUpper copies a node up before its first change.
+// ensureUpper copies a node up before its first change. upper is ns's to
+// guard (copyUp sets it holding ns, not the node's lock): reading it under
+// the node's lock raced with a concurrent copy-up (go test -race, a write
+// and a setxattr of one lower file).
 func (fs *FS) ensureUpper(n *inode) error {
-	n.mu.Lock()
+	fs.ns.RLock()
 	up := n.upper
-	n.mu.Unlock()
+	fs.ns.RUnlock()
 	if up {
 		return nil
 	}

@@ -77,7 +77,7 @@ type inode struct {
 	perm policy.Perm
 	// mark is the persister's change counter at the node's last change.
 	mark uint64
-	// upper is set once the node has an upper inode row.
+	// upper is set once the node has an upper inode row; ns guards it.
 	upper bool
 	// deleted is set when the node is gone (nlink 0 and no opens).
 	deleted bool
