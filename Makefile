@@ -30,8 +30,9 @@ vet:
 test: deps vet
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	ART_FUSE_TRANSPORT=classic $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./fuse/
-	# The filesystem's concurrency under the race detector (needs cgo).
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./fuse/ ./overlay/
+	# The concurrent parts under the race detector (needs cgo): the
+	# filesystem, and storing on every CPU (repo, objects), the sandbox.
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./fuse/ ./overlay/ ./repo/ ./objects/ ./sandbox/
 	bash scripts/fuzzone_test.sh
 	bash scripts/fuzz.sh 5s
 
