@@ -1,7 +1,6 @@
 package fuse
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // CheckMountpoint refuses mount points that are missing, not directories,
@@ -67,39 +68,15 @@ func IsMountpoint(dir string) (bool, error) {
 // MountPoints lists the mount points of this mount namespace
 // (/proc/self/mountinfo, octal escapes decoded).
 func MountPoints() ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 4 {
-			out = append(out, unescapeMount(fields[4]))
-		}
+	out := make([]string, len(mounts))
+	for i, m := range mounts {
+		out[i] = m.Mountpoint
 	}
-	return out, sc.Err()
-}
-
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return out, nil
 }
 
 // CheckFUSE reports what is missing to mount: /dev/fuse, and

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
-	"runtime"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -326,18 +323,9 @@ func (fs *FS) storeDirtyLocked(n *inode) {
 	} else {
 		// Hashing and compressing are most of a large file's close:
 		// spread them over the CPUs (the encoders are per CPU too).
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range min(runtime.NumCPU(), len(blocks)) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := int(next.Add(1) - 1); i < len(blocks); i = int(next.Add(1) - 1) {
-					blocks[i].id = fs.p.putChunk(blocks[i].data, true)
-				}
-			}()
-		}
-		wg.Wait()
+		onEveryCPU(len(blocks), func(i int) {
+			blocks[i].id = fs.p.putChunk(blocks[i].data, true)
+		})
 	}
 	for _, b := range blocks {
 		n.blocks[b.idx] = b.id

@@ -199,14 +199,7 @@ func (fs *FS) changedFiles(d *inode, ids map[*inode]objects.ID, todo *[]changedF
 	if d == nil || !d.upper {
 		return
 	}
-	for name, ino := range d.dirents {
-		if ino == 0 {
-			continue
-		}
-		n := fs.inodes[ino]
-		if n == nil || n.deleted {
-			continue
-		}
+	for name, n := range fs.liveDirents(d) {
 		switch n.typ {
 		case objects.TypeDir:
 			fs.changedFiles(n, ids, todo)
@@ -251,14 +244,7 @@ func (fs *FS) foldDir(tx *repo.Tx, d *inode, files map[*inode]objects.ID) (objec
 			t.Entries = append(t.Entries, e)
 		}
 	}
-	for name, ino := range d.dirents {
-		if ino == 0 {
-			continue
-		}
-		n := fs.inodes[ino]
-		if n == nil || n.deleted {
-			continue
-		}
+	for name, n := range fs.liveDirents(d) {
 		e, err := fs.foldNode(tx, n, name, files)
 		if err != nil {
 			return objects.Zero, err

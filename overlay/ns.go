@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"iter"
 	"sort"
 	"syscall"
 	"time"
@@ -171,18 +172,30 @@ func (fs *FS) readdirAll(d *inode) ([]DirEntry, error) {
 			out = append(out, DirEntry{Name: e.Name, Ino: ino, Type: typ})
 		}
 	}
-	for name, ino := range d.dirents {
-		if ino == 0 {
-			continue
-		}
-		n := fs.inodes[ino]
-		if n == nil || n.deleted {
-			continue
-		}
-		out = append(out, DirEntry{Name: name, Ino: ino, Type: n.typ})
+	for name, n := range fs.liveDirents(d) {
+		out = append(out, DirEntry{Name: name, Ino: n.ino, Type: n.typ})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// liveDirents yields the names d's upper layer gives to nodes that exist
+// (not whiteouts, not deleted nodes), in no order; ns must be held.
+func (fs *FS) liveDirents(d *inode) iter.Seq2[string, *inode] {
+	return func(yield func(string, *inode) bool) {
+		for name, ino := range d.dirents {
+			if ino == 0 {
+				continue
+			}
+			n := fs.inodes[ino]
+			if n == nil || n.deleted {
+				continue
+			}
+			if !yield(name, n) {
+				return
+			}
+		}
+	}
 }
 
 // isEmpty reports whether a directory has no visible entries.

@@ -528,19 +528,10 @@ func compressChunks(recs []*record) map[objects.ID]encodedChunk {
 		}
 	}
 	out := make([]encodedChunk, len(todo))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.NumCPU(), len(todo)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < len(todo); i = int(next.Add(1) - 1) {
-				data, enc := objects.Compress(todo[i].raw)
-				out[i] = encodedChunk{enc, data}
-			}
-		}()
-	}
-	wg.Wait()
+	onEveryCPU(len(todo), func(i int) {
+		data, enc := objects.Compress(todo[i].raw)
+		out[i] = encodedChunk{enc, data}
+	})
 	m := make(map[objects.ID]encodedChunk, len(ids))
 	for i, id := range ids {
 		m[id] = out[i]
@@ -615,4 +606,21 @@ func (p *persister) pendingBytes() int64 {
 		n += r.size
 	}
 	return n
+}
+
+// onEveryCPU calls f(0) to f(n-1), on up to one goroutine per CPU, and
+// returns when all are done.
+func onEveryCPU(n int, f func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.NumCPU(), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // Why art moves itself into a cpu cgroup while a sandbox runs.
@@ -237,45 +238,20 @@ func cpuCgroupPath(text string) (path string, v2, found bool) {
 // lines, of the cgroup v1 hierarchy holding the cpu controller (v2 false)
 // or of the cgroup v2 hierarchy (v2 true); "" when there is none. Only a
 // mount of a hierarchy's root counts.
-func cpuHierarchyMount(mountinfo io.Reader, v2 bool) string {
-	sc := bufio.NewScanner(mountinfo)
-	for sc.Scan() {
-		// id parent dev root mountpoint options [optional...] - fstype source superoptions
-		left, right, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
+func cpuHierarchyMount(mi io.Reader, v2 bool) string {
+	mounts, err := mountinfo.GetMountsFromReader(mi, func(m *mountinfo.Info) (skip, stop bool) {
+		if m.Root != "/" {
+			return true, false
 		}
-		lf, rf := strings.Fields(left), strings.Fields(right)
-		if len(lf) < 5 || len(rf) < 3 || lf[3] != "/" {
-			continue
+		if v2 {
+			return m.FSType != "cgroup2", false
 		}
-		switch {
-		case v2 && rf[0] == "cgroup2":
-			return unescapeMount(lf[4])
-		case !v2 && rf[0] == "cgroup" && contains(strings.Split(rf[2], ","), "cpu"):
-			return unescapeMount(lf[4])
-		}
+		return m.FSType != "cgroup" || !contains(strings.Split(m.VFSOptions, ","), "cpu"), false
+	})
+	if err != nil || len(mounts) == 0 {
+		return ""
 	}
-	return ""
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return mounts[0].Mountpoint
 }
 
 // RemoveStaleSchedGroups removes the scheduling groups of art processes
