@@ -72,7 +72,10 @@ func (tx *Tx) PutFiles(ctx context.Context, n int, open func(i int) (io.Reader, 
 			select {
 			case next <- i:
 			case <-gctx.Done():
-				return nil
+				// Files never handed out keep a zero id: this must be
+				// an error, or the caller stores trees naming nothing
+				// (a canceled push committed such a tree).
+				return gctx.Err()
 			}
 		}
 		return nil
@@ -80,6 +83,9 @@ func (tx *Tx) PutFiles(ctx context.Context, n int, open func(i int) (io.Reader, 
 	err := g.Wait()
 	if werr := w.close(); werr != nil {
 		return nil, werr // the cause of any errWriterFailed
+	}
+	if err == nil {
+		err = ctx.Err() // canceled after the last file was handed out
 	}
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/artproject/art/objects"
@@ -172,3 +173,39 @@ func TestPutFilesErrors(t *testing.T) {
 type iotestErrReader struct{ err error }
 
 func (r iotestErrReader) Read([]byte) (int, error) { return 0, r.err }
+
+// Regression (found by review): with its context canceled, PutFiles
+// returned success with a zero id for every file no worker had taken, and
+// a push canceled that way committed a tree naming no content (fsck:
+// "content 0000… missing"). It must fail, and push with it.
+func TestPutFilesCanceled(t *testing.T) {
+	r := newTestRepo(t)
+	files := putFilesContents(60)
+	for try := range 20 {
+		tx, err := r.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err = tx.PutFiles(ctx, len(files), func(i int) (io.Reader, error) {
+			return bytes.NewReader(files[i]), nil
+		}, nil)
+		tx.Rollback()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("try %d: PutFiles with a canceled context: %v", try, err)
+		}
+	}
+	ws := newWorkspace(t, "ws")
+	for i := range 40 {
+		writeFiles(t, ws, map[string]string{fmt.Sprintf("f%d", i): strings.Repeat(fmt.Sprint(i), 5000)})
+	}
+	before := commitIDs(t, r)
+	ctx, cancel := context.WithCancel(context.Background())
+	if res, err := r.Push(ctx, PushOptions{Dir: ws, beforeBegin: cancel}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("push with its context canceled: %v, %+v", err, res)
+	}
+	if after := commitIDs(t, r); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the canceled push committed: %v", after)
+	}
+}
