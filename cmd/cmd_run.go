@@ -213,7 +213,7 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	}
 	// Art's FUSE threads and the sandbox in one scheduling group (see
 	// sandbox.JoinSchedGroup): the move runs while the session is set up.
-	cfg.SchedGroup = sandbox.JoinSchedGroup()
+	cfg.SchedGroup = sandbox.JoinSchedGroup(cfg)
 	defer cfg.SchedGroup.Settle()
 	r, err := repo.Open(dbPath)
 	if err != nil {

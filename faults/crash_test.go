@@ -432,8 +432,11 @@ func TestCrashRun(t *testing.T) {
 		}
 		// Nor its scheduling group, where art made one (sandbox
 		// package, schedgroup.go).
-		if groups, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/*/art-sched-%d-*", p.cmd.Process.Pid)); len(groups) > 0 {
-			t.Errorf("the dead session's scheduling group is still there: %v", groups)
+		// (cgroup v1 hierarchies below /sys/fs/cgroup, or cgroup v2 at it)
+		for _, pattern := range []string{"/sys/fs/cgroup/*/art-sched-%d-*", "/sys/fs/cgroup/art-sched-%d-*"} {
+			if groups, _ := filepath.Glob(fmt.Sprintf(pattern, p.cmd.Process.Pid)); len(groups) > 0 {
+				t.Errorf("the dead session's scheduling group is still there: %v", groups)
+			}
 		}
 		if !recordedRE.MatchString(r.stderr) {
 			t.Fatalf("the next command did not record the interrupted session:\n%s", r)

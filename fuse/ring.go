@@ -83,8 +83,8 @@ var ringProcs sync.Mutex
 // to other threads only when it next looks, after up to 10 ms when the
 // process has been quiet. With one ring thread per CPU and GOMAXPROCS at
 // the CPU count, every other goroutine could wait that long for a P: the
-// thread that mounts waited 1-16 ms (6 ms on average over 15 runs of art
-// run -- true, 1.2 ms with the extra Ps) for the ring to be registered,
+// thread that mounts waited 1-16 ms (4.6 ms on average over 15 runs of
+// art run -- true, 1.6 ms with the extra Ps) for the ring to be registered,
 // and the handlers that run off the ring threads (fsync, setxattr) and
 // the journal's applier wait the same way. One P per ring thread keeps
 // the rest of the program its share of the CPUs.

@@ -31,17 +31,23 @@ var (
 )
 
 // encoderPool lends encoders of one level. Encoders are made when every
-// existing one is busy, up to one per CPU; beyond that a caller waits for
-// one to come back. They are kept for the life of the process: making one
-// costs its tables' page faults (milliseconds at the stronger level).
+// existing one is busy, up to one per CPU and at most maxEncoders; beyond
+// that a caller waits for one to come back. They are kept for the life of
+// the process: making one costs its tables' page faults (milliseconds at
+// the stronger level), and each holds megabytes.
 type encoderPool struct {
 	level zstd.EncoderLevel
 	free  chan *zstd.Encoder
 	made  atomic.Int32
 }
 
+// maxEncoders bounds the encoders of one level: on a large host, one per
+// CPU would keep hundreds of megabytes for compression that the single
+// SQLite writer cannot take in faster anyway.
+const maxEncoders = 16
+
 func newEncoderPool(level zstd.EncoderLevel) *encoderPool {
-	return &encoderPool{level: level, free: make(chan *zstd.Encoder, runtime.NumCPU())}
+	return &encoderPool{level: level, free: make(chan *zstd.Encoder, min(runtime.NumCPU(), maxEncoders))}
 }
 
 func (p *encoderPool) get() *zstd.Encoder {

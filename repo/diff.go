@@ -292,8 +292,10 @@ func splitLines(text string) []string {
 // lineDiff lists b as a's lines kept, deleted and added. The lines both
 // share at the start and at the end are taken off before go-diff sees the
 // rest, as git's xdiff does: go-diff hashes every line of both texts, and
-// a one-line change to a long file otherwise cost a diff its largest part
-// (go-diff trims the same lines itself, so the result is the same).
+// a one-line change to a long file otherwise cost a diff its largest part.
+// go-diff trims the same lines itself, but may then slide an ambiguous
+// edit into them: the result can align such an edit differently, never
+// with more lines changed (TestLineDiff).
 func lineDiff(a, b string) []diffLine {
 	la, lb := splitLines(a), splitLines(b)
 	pre := 0

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 )
 
 // Why art moves itself into a cpu cgroup while a sandbox runs.
@@ -50,14 +51,18 @@ type SchedGroup struct {
 }
 
 // JoinSchedGroup starts moving this process into a scheduling group for
-// its sandboxes, where one is needed (see above), and returns at once.
-// Pass the result in Config.SchedGroup: Run waits for the move before it
-// starts the sandbox, which then follows the process into the group.
-// Call Leave when the sandbox has ended and Settle before exiting.
-func JoinSchedGroup() *SchedGroup {
+// the sandbox cfg describes, where one is needed (see above), and returns
+// at once. Pass the result in cfg.SchedGroup: Run waits for the move
+// before it starts the sandbox, which then follows the process into the
+// group. Call Leave when the sandbox has ended and Settle before exiting.
+func JoinSchedGroup(cfg Config) *SchedGroup {
+	// A sandbox limited through a cgroup v2 of its own is cloned into
+	// that cgroup, outside any group of this process's in the same
+	// hierarchy.
+	limitsV2 := limitMechanism(cfg) == LimitsCgroup2
 	g := &SchedGroup{joined: make(chan struct{}), left: make(chan struct{})}
 	go func() {
-		g.in = joinSchedGroup()
+		g.in = joinSchedGroup(limitsV2)
 		close(g.joined)
 	}()
 	return g
@@ -122,31 +127,55 @@ var schedGroup struct {
 
 // joinSchedGroup moves this process into a cgroup of its own in the cpu
 // controller's hierarchy when it sits in that hierarchy's root with
-// autogroup on (see above). It reports whether it did; every true must be
-// matched by a leaveSchedGroup.
-func joinSchedGroup() bool {
+// autogroup on (see above), unless that hierarchy is cgroup v2 and the
+// sandbox goes into a cgroup v2 of its own for its limits (limitsV2). It
+// reports whether it did; every true must be matched by a
+// leaveSchedGroup.
+func joinSchedGroup(limitsV2 bool) bool {
 	schedGroup.Lock()
 	defer schedGroup.Unlock()
 	if schedGroup.users > 0 {
 		schedGroup.users++
 		return true
 	}
-	root, ok := schedGroupRoot()
-	if !ok {
+	root, v2, ok := schedGroupRoot()
+	if !ok || v2 && limitsV2 {
 		return false
 	}
 	removeStaleSchedGroups(root)
 	schedGroup.seq++
 	dir := filepath.Join(root, fmt.Sprintf("%s%d-%d", schedCgroupPrefix, os.Getpid(), schedGroup.seq))
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, os.ErrExist) {
+		// Left by a killed art process that had this pid (the stale
+		// removal passes over this pid's groups): empty, so it goes.
+		os.Remove(dir)
+		err = os.Mkdir(dir, 0o755)
+	}
+	if err != nil {
 		return false
 	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+	if err := moveInto(dir); err != nil {
 		os.Remove(dir)
 		return false
 	}
 	schedGroup.users, schedGroup.dir, schedGroup.root = 1, dir, root
 	return true
+}
+
+// moveInto moves this process into the cgroup dir. cgroup.procs is opened
+// for writing only: it exists in every cgroup, and a file created under
+// that name would mean dir is no cgroup.
+func moveInto(dir string) error {
+	f, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.Itoa(os.Getpid()))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // leaveSchedGroup undoes one joinSchedGroup that returned true: the last
@@ -163,7 +192,7 @@ func leaveSchedGroup() {
 	if schedGroup.users > 0 {
 		return
 	}
-	os.WriteFile(filepath.Join(schedGroup.root, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+	moveInto(schedGroup.root)
 	for try := 0; try < 10; try++ {
 		if err := os.Remove(schedGroup.dir); err == nil || !errors.Is(err, syscall.EBUSY) {
 			break
@@ -174,41 +203,56 @@ func leaveSchedGroup() {
 }
 
 // schedGroupRoot returns the mount point of the cpu controller's
-// hierarchy when autogroup is on, this process can write there, and it
-// sits in the hierarchy's root; ok is false otherwise.
-func schedGroupRoot() (root string, ok bool) {
+// hierarchy (and whether it is cgroup v2) when autogroup is on, this
+// process can write there, and it sits in the hierarchy's root; ok is
+// false otherwise.
+func schedGroupRoot() (root string, v2, ok bool) {
 	if b, err := os.ReadFile(autogroupFile); err != nil || strings.TrimSpace(string(b)) != "1" {
-		return "", false
+		return "", false, false
 	}
 	cg, err := os.ReadFile(selfCgroupFile)
 	if err != nil {
-		return "", false
+		return "", false, false
 	}
 	path, v2, found := cpuCgroupPath(string(cg))
 	if !found || path != "/" {
-		return "", false // in a cgroup already: autogroup does not apply
+		return "", false, false // in a cgroup already: autogroup does not apply
 	}
 	mi, err := os.Open(mountinfoFile)
 	if err != nil {
-		return "", false
+		return "", false, false
 	}
 	defer mi.Close()
 	root = cpuHierarchyMount(mi, v2)
-	if root == "" {
-		return "", false
+	if root == "" || !isCgroupFS(root, v2) {
+		return "", false, false
 	}
 	if v2 {
 		// Child cgroups form their own scheduling groups only where the
 		// cpu controller is enabled for them; art does not enable it.
 		sub, err := os.ReadFile(filepath.Join(root, "cgroup.subtree_control"))
 		if err != nil || !contains(strings.Fields(string(sub)), "cpu") {
-			return "", false
+			return "", false, false
 		}
 	}
 	if syscall.Access(root, 2 /* W_OK */) != nil {
-		return "", false
+		return "", false, false
 	}
-	return root, true
+	return root, v2, true
+}
+
+// isCgroupFS reports whether path is a cgroup v1 (or, with v2, a cgroup
+// v2) filesystem: art, as root, makes directories and writes pids there
+// only (a variable for tests).
+var isCgroupFS = func(path string, v2 bool) bool {
+	var st syscall.Statfs_t
+	if syscall.Statfs(path, &st) != nil {
+		return false
+	}
+	if v2 {
+		return st.Type == unix.CGROUP2_SUPER_MAGIC
+	}
+	return st.Type == unix.CGROUP_SUPER_MAGIC
 }
 
 // cpuCgroupPath finds, in /proc/self/cgroup's text, the cgroup of the cpu

@@ -77,10 +77,13 @@ func TestSchedGroupNotNeeded(t *testing.T) {
 		{"in a cgroup already", "1\n", "1:cpu:/user.slice\n", mi},
 		{"no cpu hierarchy mounted", "1\n", "1:cpu:/\n", ""},
 		{"v2 without the cpu controller", "1\n", "0::/\n", fmt.Sprintf("41 31 0:38 / %s rw - cgroup2 cgroup2 rw\n", hier)},
+		// Found by review: art, as root, made directories and created
+		// cgroup.procs files in whatever mountinfo named.
+		{"the hierarchy is no cgroup filesystem", "1\n", "1:cpu:/\n", mi},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fakeSchedHost(t, tc.autogroup, tc.cgroup, tc.mountinfo)
-			if joinSchedGroup() {
+			if joinSchedGroup(false) {
 				leaveSchedGroup()
 				t.Fatal("joined a scheduling group")
 			}
@@ -91,11 +94,40 @@ func TestSchedGroupNotNeeded(t *testing.T) {
 	}
 }
 
+// A sandbox limited through a cgroup v2 of its own is cloned into it,
+// outside any group in the same hierarchy: no group is made for it. A
+// directory that turns out to hold no cgroup.procs is no cgroup: the
+// file is not created, the directory goes.
+func TestSchedGroupCgroup2(t *testing.T) {
+	hier := t.TempDir()
+	if err := os.WriteFile(filepath.Join(hier, "cgroup.subtree_control"), []byte("cpu memory pids\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fakeSchedHost(t, "1\n", "0::/\n", fmt.Sprintf("41 31 0:38 / %s rw - cgroup2 cgroup2 rw\n", hier))
+	saved := isCgroupFS
+	isCgroupFS = func(string, bool) bool { return true }
+	t.Cleanup(func() { isCgroupFS = saved })
+	if root, v2, ok := schedGroupRoot(); !ok || !v2 || root != hier {
+		t.Fatalf("schedGroupRoot = %q, v2 %v, ok %v", root, v2, ok)
+	}
+	if joinSchedGroup(true) {
+		leaveSchedGroup()
+		t.Error("joined a group in the hierarchy of the sandbox's limits cgroup")
+	}
+	if joinSchedGroup(false) {
+		leaveSchedGroup()
+		t.Error("joined a directory without cgroup.procs")
+	}
+	if ents, _ := os.ReadDir(hier); len(ents) != 1 {
+		t.Errorf("left %v in the hierarchy", ents)
+	}
+}
+
 // On a host like this project's CI VM (autogroup on, processes in the cpu
 // hierarchy's root) the process joins a cgroup of its own, Runs share it,
 // and the last to end takes the process back out and removes it.
 func TestSchedGroupJoinAndLeave(t *testing.T) {
-	root, ok := schedGroupRoot()
+	root, _, ok := schedGroupRoot()
 	if !ok {
 		t.Skip("this host needs no scheduling group: autogroup off, the process already in a cpu cgroup, or no writable cpu hierarchy (as non-root)")
 	}
@@ -105,10 +137,17 @@ func TestSchedGroupJoinAndLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(stale)
-	if !joinSchedGroup() {
+	// So is one that has this process's pid (a killed art had it) and the
+	// name the join is about to use (found by review: the join failed).
+	mine := filepath.Join(root, fmt.Sprintf("%s%d-%d", schedCgroupPrefix, os.Getpid(), schedGroup.seq+1))
+	if err := os.Mkdir(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !joinSchedGroup(false) {
+		os.Remove(mine)
 		t.Fatal("did not join")
 	}
-	if !joinSchedGroup() { // a second Run in this process
+	if !joinSchedGroup(false) { // a second Run in this process
 		t.Fatal("the second join failed")
 	}
 	dir := schedGroup.dir
@@ -140,11 +179,11 @@ func TestSchedGroupInBackground(t *testing.T) {
 	none.wait()
 	none.Leave()
 	none.Settle()
-	if _, ok := schedGroupRoot(); !ok {
+	if _, _, ok := schedGroupRoot(); !ok {
 		t.Skip("this host needs no scheduling group: autogroup off, the process already in a cpu cgroup, or no writable cpu hierarchy (as non-root)")
 	}
 	for _, leaveFirst := range []bool{true, false} {
-		g := JoinSchedGroup()
+		g := JoinSchedGroup(Config{})
 		g.wait()
 		if !g.in {
 			t.Fatal("not in the group after the join")
@@ -173,11 +212,11 @@ func TestSchedGroupInBackground(t *testing.T) {
 // with the process that started it; afterwards the group is gone.
 func TestRunInSchedGroup(t *testing.T) {
 	requireBwrap(t)
-	if _, ok := schedGroupRoot(); !ok {
+	if _, _, ok := schedGroupRoot(); !ok {
 		t.Skip("this host needs no scheduling group: autogroup off, the process already in a cpu cgroup, or no writable cpu hierarchy (as non-root)")
 	}
-	g := JoinSchedGroup()
 	cfg := baseConfig(t, "/bin/sh", "-c", "sleep 2 # sched-group-marker")
+	g := JoinSchedGroup(cfg)
 	cfg.SchedGroup = g
 	done := make(chan runOut, 1)
 	go func() { done <- run(t, cfg, "") }()
