@@ -17,10 +17,10 @@ const (
 
 // The coders are built on first use (not at program start, which every
 // art command pays for) and are safe for concurrent EncodeAll/DecodeAll.
-// An encoder compresses one input at a time, so each level keeps up to one
-// encoder per CPU (encoderPool): with a single encoder, the "parallel"
-// compression of push, the journal's applier and commit ran one chunk at a
-// time.
+// An encoder compresses one input at a time, so each level keeps up to
+// one encoder per CPU, at most 16 (encoderPool): with a single encoder,
+// the "parallel" compression of push, the journal's applier and commit
+// ran one chunk at a time.
 var (
 	fastEnc = newEncoderPool(zstd.SpeedFastest)
 	goodEnc = newEncoderPool(zstd.SpeedBetterCompression)

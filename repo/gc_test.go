@@ -111,7 +111,7 @@ func TestGCKeepsWorktreeContent(t *testing.T) {
 	}
 	// The upper layer references a chunk no commit holds.
 	tx, _ := r.Begin()
-	chunk, err := tx.PutChunk([]byte("upper data"))
+	chunk, _, err := tx.PutFile(strings.NewReader("upper data"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestFsckChecksEntrySizes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := tx.PutChunk([]byte("abc"))
+	id, _, err := tx.PutFile(strings.NewReader("abc"))
 	if err != nil {
 		t.Fatal(err)
 	}

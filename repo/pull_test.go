@@ -26,8 +26,8 @@ func TestPushPullEmptyFile(t *testing.T) {
 		t.Fatalf("tree %v", got)
 	}
 	tx, _ := r.Begin()
-	if _, err := tx.PutChunk(nil); err != nil {
-		t.Fatalf("PutChunk(nil): %v", err)
+	if _, _, err := tx.PutFile(strings.NewReader("")); err != nil {
+		t.Fatalf("PutFile of nothing (the empty chunk): %v", err)
 	}
 	tx.Rollback()
 	dst := filepath.Join(t.TempDir(), "ws")

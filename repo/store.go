@@ -248,11 +248,6 @@ func (tx *Tx) QueryRow(query string, args ...any) *sql.Row {
 	return tx.Stmt(s).QueryRow(args...)
 }
 
-// HasChunk reports whether a chunk is stored.
-func (tx *Tx) HasChunk(id objects.ID) (bool, error) {
-	return tx.exists(`SELECT 1 FROM chunks WHERE id=?`, id[:])
-}
-
 // exists reports whether a query returns a row.
 func (tx *Tx) exists(query string, args ...any) (bool, error) {
 	var one int
@@ -277,16 +272,6 @@ func (tx *Tx) PutChunkEncoded(id objects.ID, rawSize int, enc int, data []byte) 
 		tx.NewBytes += int64(len(data))
 	}
 	return nil
-}
-
-// PutChunk compresses and stores a chunk unless it is already stored.
-func (tx *Tx) PutChunk(data []byte) (objects.ID, error) {
-	id := objects.Hash(data)
-	if ok, err := tx.HasChunk(id); err != nil || ok {
-		return id, err
-	}
-	enc, how := tx.compress(data)
-	return id, tx.PutChunkEncoded(id, len(data), how, enc)
 }
 
 // PutFileList records the chunk list of a multi-chunk file.
