@@ -69,20 +69,31 @@ func fakeSchedHost(t *testing.T, autogroup, cgroup, mountinfo string) {
 }
 
 // Nothing is moved where autogroup does not apply or cannot be helped.
+// The hierarchy (a temporary directory) passes for a cgroup filesystem
+// but in the case that is about that check.
 func TestSchedGroupNotNeeded(t *testing.T) {
 	hier := t.TempDir()
 	mi := fmt.Sprintf("32 31 0:29 / %s rw - cgroup cgroup rw,cpu\n", hier)
-	for _, tc := range []struct{ name, autogroup, cgroup, mountinfo string }{
-		{"autogroup off", "0\n", "1:cpu:/\n", mi},
-		{"in a cgroup already", "1\n", "1:cpu:/user.slice\n", mi},
-		{"no cpu hierarchy mounted", "1\n", "1:cpu:/\n", ""},
-		{"v2 without the cpu controller", "1\n", "0::/\n", fmt.Sprintf("41 31 0:38 / %s rw - cgroup2 cgroup2 rw\n", hier)},
+	for _, tc := range []struct {
+		name, autogroup, cgroup, mountinfo string
+		notCgroupFS                        bool
+	}{
+		{"autogroup off", "0\n", "1:cpu:/\n", mi, false},
+		{"in a cgroup already", "1\n", "1:cpu:/user.slice\n", mi, false},
+		{"no cpu hierarchy mounted", "1\n", "1:cpu:/\n", "", false},
+		{"v2 without the cpu controller", "1\n", "0::/\n", fmt.Sprintf("41 31 0:38 / %s rw - cgroup2 cgroup2 rw\n", hier), false},
 		// Found by review: art, as root, made directories and created
 		// cgroup.procs files in whatever mountinfo named.
-		{"the hierarchy is no cgroup filesystem", "1\n", "1:cpu:/\n", mi},
+		{"the hierarchy is no cgroup filesystem", "1\n", "1:cpu:/\n", mi, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fakeSchedHost(t, tc.autogroup, tc.cgroup, tc.mountinfo)
+			saved := isCgroupFS
+			isCgroupFS = func(string, bool) bool { return !tc.notCgroupFS }
+			t.Cleanup(func() { isCgroupFS = saved })
+			if root, _, ok := schedGroupRoot(); ok {
+				t.Errorf("schedGroupRoot chose %s", root)
+			}
 			if joinSchedGroup(false) {
 				leaveSchedGroup()
 				t.Fatal("joined a scheduling group")
@@ -91,6 +102,10 @@ func TestSchedGroupNotNeeded(t *testing.T) {
 				t.Errorf("left %v in the hierarchy", ents)
 			}
 		})
+	}
+	// The check itself: a temporary directory is no cgroup filesystem.
+	if isCgroupFS(hier, false) || isCgroupFS(hier, true) {
+		t.Errorf("%s taken for a cgroup filesystem", hier)
 	}
 }
 
