@@ -605,6 +605,31 @@ func TestCleanupStaleRightAfterDeath(t *testing.T) {
 	}
 }
 
+// TestDeadServerErrnos: the answers that name a dead server, wrapped or
+// not, and ones that do not. ECANCELED is what a request gets while an
+// io_uring connection whose server died is torn down (CI saw statfs
+// return it right after the kill, and the dead mount was called live).
+func TestDeadServerErrnos(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		dead bool
+	}{
+		{syscall.ENOTCONN, true},
+		{syscall.ECONNABORTED, true},
+		{syscall.ECANCELED, true},
+		{&os.PathError{Op: "statfs", Path: "/m", Err: syscall.ECANCELED}, true},
+		{fmt.Errorf("check: %w", syscall.ENOTCONN), true},
+		{nil, false},
+		{syscall.ENOENT, false},
+		{syscall.EIO, false},
+		{syscall.EINTR, false},
+	} {
+		if got := deadServer(tc.err); got != tc.dead {
+			t.Errorf("deadServer(%v) = %v, want %v", tc.err, got, tc.dead)
+		}
+	}
+}
+
 // TestCrashResume: after a kill -9, mounting the branch again resumes the
 // interrupted worktree with everything acknowledged before the kill, and
 // its next clean end records one commit with all of it.

@@ -96,15 +96,19 @@ func CheckFUSE() error {
 }
 
 // deadServer reports whether err is the kernel's answer for a FUSE mount
-// whose server is gone: ENOTCONN once the connection is torn down, and
-// ECONNABORTED while an io_uring connection is still being torn down
-// (for a few milliseconds after the server died).
+// whose server is gone: ENOTCONN once the connection is torn down, and,
+// for the few milliseconds an io_uring connection takes to be torn down
+// after its server died, ECONNABORTED (a request the teardown ended) or
+// ECANCELED (a request handed to a ring whose task is dead:
+// fuse_uring_send_in_task with IO_URING_F_TASK_DEAD). Art's server never
+// answers either errno itself.
 func deadServer(err error) bool {
-	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED)
+	return errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ECANCELED)
 }
 
 // CleanupStale lazily unmounts a mount point whose server died: the kernel
-// then answers ENOTCONN (or ECONNABORTED) for it. A live mount is left alone.
+// then answers ENOTCONN (or, while an io_uring connection is torn down,
+// ECONNABORTED or ECANCELED) for it. A live mount is left alone.
 func CleanupStale(dir string) (bool, error) {
 	if dir == "" {
 		return false, nil
