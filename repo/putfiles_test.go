@@ -168,6 +168,47 @@ func TestPutFilesErrors(t *testing.T) {
 	if err == nil || errors.Is(err, errWriterFailed) || !errors.Is(err, sql.ErrTxDone) {
 		t.Fatalf("PutFiles on a finished transaction: %v", err)
 	}
+
+	// A failed lookup of whether a chunk is stored (here: the cached
+	// statement is closed) fails the file, naming the chunk, rather than
+	// storing it again or leaving it out.
+	const lookup = `SELECT 1 FROM chunks WHERE id=?`
+	closed, err := r.DB.Prepare(lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	r.stmtMu.Lock()
+	saved := r.stmts[lookup]
+	if r.stmts == nil {
+		r.stmts = map[string]*sql.Stmt{}
+	}
+	r.stmts[lookup] = closed
+	r.stmtMu.Unlock()
+	tx, err = r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.PutFiles(context.Background(), len(files), func(i int) (io.Reader, error) {
+		return bytes.NewReader(files[i]), nil
+	}, nil)
+	tx.Rollback()
+	var fe *FileError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "look up chunk") {
+		t.Fatalf("PutFiles with a failing chunk lookup: %v, want a FileError saying the lookup failed", err)
+	}
+	r.stmtMu.Lock()
+	if saved != nil {
+		r.stmts[lookup] = saved
+	} else {
+		delete(r.stmts, lookup)
+	}
+	r.stmtMu.Unlock()
+	var chunks int
+	r.DB.QueryRow(`SELECT count(*) FROM chunks`).Scan(&chunks)
+	if chunks != 0 {
+		t.Errorf("%d chunks stored after a failed lookup", chunks)
+	}
 }
 
 type iotestErrReader struct{ err error }

@@ -193,11 +193,14 @@ func leaveSchedGroup() {
 		return
 	}
 	moveInto(schedGroup.root)
-	for try := 0; try < 10; try++ {
-		if err := os.Remove(schedGroup.dir); err == nil || !errors.Is(err, syscall.EBUSY) {
+	// The sandbox's last processes may still be exiting (EBUSY); a
+	// group left behind is removed by the next art command.
+	for deadline := time.Now().Add(500 * time.Millisecond); ; {
+		err := os.Remove(schedGroup.dir)
+		if err == nil || !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(5 * time.Millisecond) // the sandbox's last processes are exiting
+		time.Sleep(5 * time.Millisecond)
 	}
 	schedGroup.dir, schedGroup.root = "", ""
 }

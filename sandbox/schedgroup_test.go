@@ -1,10 +1,13 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -184,6 +187,39 @@ func TestSchedGroupJoinAndLeave(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("cgroup %s left behind: %v", dir, err)
+	}
+}
+
+// A sandbox process still leaving the group when art leaves it makes
+// the cgroup busy (EBUSY): the removal is retried until it is empty.
+func TestSchedGroupLeaveWhileBusy(t *testing.T) {
+	if _, _, ok := schedGroupRoot(); !ok {
+		t.Skip("this host needs no scheduling group: autogroup off, the process already in a cpu cgroup, or no writable cpu hierarchy (as non-root)")
+	}
+	if !joinSchedGroup(false) {
+		t.Fatal("did not join")
+	}
+	dir := schedGroup.dir
+	child := exec.Command("cat") // started in the group; exits at EOF
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		leaveSchedGroup()
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		leaveSchedGroup()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { child.Wait(); close(done) }()
+	if err := os.Remove(dir); !errors.Is(err, syscall.EBUSY) {
+		t.Errorf("removing the group with the child in it: %v, want EBUSY", err)
+	}
+	time.AfterFunc(20*time.Millisecond, func() { stdin.Close() })
+	leaveSchedGroup()
+	<-done
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("cgroup %s left behind once its last process exited: %v", dir, err)
 	}
 }
 
