@@ -369,6 +369,66 @@ func TestSparseAlloc(t *testing.T) {
 	}
 }
 
+// TestBlockGrowth: a block's buffer grows with the writes into it (a
+// small file does not take a whole block); what lies between the written
+// parts, and past a truncation, reads as zeros, whatever the block held
+// before.
+func TestBlockGrowth(t *testing.T) {
+	e := newEnv(t, nil)
+	a, err := e.fs.Create(overlay.RootIno, "grown", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.fs.Released(a.Ino)
+	want := make([]byte, 0, overlay.BlockSize+10)
+	write := func(p []byte, off int) {
+		t.Helper()
+		if _, err := e.fs.Write(a.Ino, p, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+		if end := off + len(p); end > len(want) {
+			old := len(want)
+			want = want[:end]
+			clear(want[old:])
+		}
+		copy(want[off:], p)
+	}
+	truncate := func(size int) {
+		t.Helper()
+		sz := int64(size)
+		if _, err := e.fs.Setattr(a.Ino, overlay.SetAttr{Size: &sz}); err != nil {
+			t.Fatal(err)
+		}
+		old := len(want)
+		want = want[:size]
+		if size > old {
+			clear(want[old:])
+		}
+	}
+	check := func(step string) {
+		t.Helper()
+		got := make([]byte, len(want)+100)
+		k, err := e.fs.Read(a.Ino, got, 0)
+		if err != nil || !bytes.Equal(got[:k], want) {
+			t.Fatalf("%s: read %d bytes (%v), differing from the %d written", step, k, err, len(want))
+		}
+	}
+	junk := func(n int) []byte { return bytes.Repeat([]byte{0xa5}, n) }
+	write(junk(100), 0)
+	write(junk(3000), 5000) // past the first page: a hole between
+	check("two writes with a hole")
+	truncate(50)
+	write([]byte("x"), 3000) // the truncated bytes must not come back
+	check("truncate, then a write past the old data")
+	write(junk(10), overlay.BlockSize-5) // across into the next block
+	check("a write across a block boundary")
+	truncate(overlay.BlockSize + 2)
+	truncate(overlay.BlockSize + 9)
+	check("truncate down and up within the second block")
+	e.fs.Flush(a.Ino)
+	check("flushed")
+}
+
 // TestPersistAndReopen: the upper layer survives a close and reopen of
 // the worktree: contents, whiteouts, opaque directories, renames, links,
 // symlinks, xattrs, times and inode numbers.
