@@ -298,19 +298,18 @@ func TestRunInterruptedRecovery(t *testing.T) {
 	script := "echo data > f; sync; sleep 60; : " + marker
 	c, wait := r.start("run", "-i=false", "--", "sh", "-c", script)
 
+	// The worktree is recorded as live, with its mount point, before
+	// the mount is made: wait for both.
 	var mnt string
 	waitFor(t, "the live session's mount", 30*time.Second, func() bool {
 		for _, w := range r.status().Worktrees {
-			if w.State == "live" && w.Mountpoint != "" {
+			if w.State == "live" && w.Mountpoint != "" && mounted(t, w.Mountpoint) {
 				mnt = w.Mountpoint
 				return true
 			}
 		}
 		return false
 	})
-	if !mounted(t, mnt) {
-		t.Fatalf("%s is not in /proc/self/mountinfo", mnt)
-	}
 	waitFor(t, "f in the session's home", 30*time.Second, func() bool {
 		b, err := os.ReadFile(filepath.Join(mnt, "WS", "f"))
 		return err == nil && string(b) == "data\n"
