@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -61,7 +64,27 @@ type globals struct {
 
 // Execute runs the command tree and exits with its status.
 func Execute() {
+	tuneGC()
 	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// tuneGC lets the heap grow to four times what is live between
+// collections instead of Go's default two, unless GOGC is set: a mount's
+// model of the tree and the data on its way to SQLite are live for the
+// whole session, and re-marking them took a tenth of the CPU of an untar
+// (the Go tree into art mount: median 1.93 s -> 1.74 s; peak RSS 150 ->
+// 187 MB). A soft limit of a quarter of RAM, unless GOMEMLIMIT is set,
+// makes the collector work harder again before that growth matters.
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(300)
+	}
+	var si syscall.Sysinfo_t
+	if os.Getenv("GOMEMLIMIT") == "" && syscall.Sysinfo(&si) == nil {
+		if total := uint64(si.Totalram) * uint64(si.Unit); total > 0 {
+			debug.SetMemoryLimit(int64(min(total/4, math.MaxInt64)))
+		}
+	}
 }
 
 // Main runs art with the given arguments and returns the exit status.
