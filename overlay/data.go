@@ -200,6 +200,9 @@ func (fs *FS) Write(ino uint64, p []byte, off int64) (int, error) {
 	if err := canChange(n); err != nil {
 		return 0, err
 	}
+	if err := fs.p.throttle(); err != nil {
+		return 0, err
+	}
 	if err := fs.ensureUpper(n); err != nil {
 		return 0, err
 	}
