@@ -47,6 +47,7 @@ const (
 	inHeaderSize  = 40 // struct fuse_in_header
 	outHeaderSize = 16 // struct fuse_out_header
 
+	opWrite      = 16
 	opFsync      = 20
 	opSetxattr   = 21
 	opFsyncdir   = 30
@@ -70,6 +71,10 @@ type ringServer struct {
 	active     bool        // every entry registered: the kernel uses the ring
 	faults     *ringFaults // nil but in tests
 	procs      int         // Ps added to GOMAXPROCS for the threads (see addProcs)
+	// writesWait reports whether a write would now wait for the
+	// filesystem to store what it holds (overlay.FS.Throttling): such
+	// writes are answered off the thread, as fsync is.
+	writesWait func() bool
 }
 
 // ringProcs serialises changes of GOMAXPROCS by ring servers: the value
@@ -505,14 +510,19 @@ func (t *ringThread) loop(ring *uring.Ring, live int) int {
 }
 
 // serve answers the request in entry i: here, on this CPU, or — for
-// requests that may wait long (fsync waits for the disk) or that send
-// the kernel a notification (setxattr of an ACL), which must not hold up
-// the queue's other requests — on a goroutine that hands the reply back
-// through the eventfd.
+// requests that may wait long (fsync waits for the disk, a write while
+// the filesystem throttles writers) or that send the kernel a
+// notification (setxattr of an ACL), which must not hold up the queue's
+// other requests — on a goroutine that hands the reply back through the
+// eventfd.
 func (t *ringThread) serve(ring *uring.Ring, i int) {
 	e := &t.ents[i]
-	switch binary.LittleEndian.Uint32(e.hdr[4:8]) {
-	case opFsync, opFsyncdir, opSetxattr:
+	op := binary.LittleEndian.Uint32(e.hdr[4:8])
+	async := op == opFsync || op == opFsyncdir || op == opSetxattr
+	if op == opWrite && t.s.writesWait != nil && t.s.writesWait() {
+		async = true
+	}
+	if async {
 		t.async.Add(1)
 		go func() {
 			defer t.async.Done()
@@ -613,4 +623,5 @@ type ringFaults struct {
 	failDup      bool                      // the dup of /dev/fuse fails
 	beforeHandle func()                    // an off-thread handler starts late
 	beforeWake   func()                    // an off-thread handler wakes its thread late
+	writesWait   func() bool               // replaces the filesystem's Throttling
 }

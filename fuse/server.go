@@ -123,7 +123,7 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 			ExtraCapabilities: gofuse.CAP_HANDLE_KILLPRIV_V2,
 		},
 	}
-	srv, err := mountRing(dir, root, opts, o.Log, o.faults)
+	srv, err := mountRing(dir, root, opts, o.Log, o.faults, ofs.Throttling)
 	if srv == nil && err == nil {
 		var classic *gofuse.Server
 		classic, err = fs.Mount(dir, root, opts)
@@ -141,7 +141,7 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 // mountRing mounts dir and serves it over io_uring. It returns a nil
 // server and no error when io_uring cannot be used here (the caller then
 // mounts the classic way); a failure after the mount exists is an error.
-func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logger, faults *ringFaults) (*Server, error) {
+func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logger, faults *ringFaults, writesWait func() bool) (*Server, error) {
 	if ok, why := ringUsable(); !ok {
 		return nil, forcedRing(os.Getenv("ART_FUSE_TRANSPORT"), why)
 	}
@@ -149,6 +149,10 @@ func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logg
 	if err != nil {
 		lg.Printf("art: FUSE over io_uring: %v; serving through /dev/fuse", err)
 		return nil, nil
+	}
+	ring.writesWait = writesWait
+	if faults != nil && faults.writesWait != nil {
+		ring.writesWait = faults.writesWait
 	}
 	fd, err := mountDirect(dir, &opts.MountOptions)
 	if err != nil {

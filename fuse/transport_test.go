@@ -419,3 +419,77 @@ func TestLateEventfdWrite(t *testing.T) {
 		f.Close()
 	}
 }
+
+// A write the filesystem would make wait (its applier behind: see
+// overlay.FS.Throttling) is answered off the ring thread, so the other
+// requests of that CPU's queue go on meanwhile.
+func TestThrottledWriteOffThread(t *testing.T) {
+	requireRing(t)
+	gate := make(chan struct{})
+	faults := &ringFaults{
+		writesWait:   func() bool { return true },
+		beforeHandle: func() { <-gate },
+	}
+	m := newTestMountWith(t, nil, false, faults)
+	answered := 0
+	defer func() {
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+	}()
+	onCPU0 := func(f func()) chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var set unix.CPUSet
+			set.Set(0)
+			unix.SchedSetaffinity(0, &set)
+			f()
+		}()
+		return done
+	}
+	f, err := os.Create(filepath.Join(m.Dir, "slow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var werr error
+	wrote := onCPU0(func() { _, werr = f.Write([]byte("held up")) })
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-wrote:
+		t.Fatalf("the write was answered on the ring thread (%v), not off it", werr)
+	default:
+	}
+	// statfs always reaches the server (no kernel cache answers it).
+	statted := onCPU0(func() {
+		var st unix.Statfs_t
+		if err := unix.Statfs(m.Dir, &st); err == nil {
+			answered++
+		}
+	})
+	select {
+	case <-statted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a statfs on the same CPU waited for the held-up write")
+	}
+	if answered != 1 {
+		t.Error("statfs failed while a write was held up")
+	}
+	close(gate)
+	select {
+	case <-wrote:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write was not answered once let go")
+	}
+	if werr != nil {
+		t.Fatalf("write: %v", werr)
+	}
+	if b, err := os.ReadFile(filepath.Join(m.Dir, "slow")); err != nil || string(b) != "held up" {
+		t.Errorf("read back %q (%v)", b, err)
+	}
+}

@@ -170,6 +170,11 @@ func (c *pendingChunk) memSize() int64 {
 // bound, 0.5-0.8 GB whatever the file's size, at the same speed.
 const heldLimit = 64 << 20
 
+// Throttling reports whether a write would now wait in throttle (the
+// FUSE server answers such writes off the thread that serves the other
+// requests of its CPU).
+func (fs *FS) Throttling() bool { return fs.p.held.Load() > fs.p.heldLimit }
+
 // throttle makes a writer wait while more than heldLimit of block data
 // waits for the applier, until half of it is stored, after journaling
 // what is dirty so that the applier has it. It reports why the applier
