@@ -92,7 +92,9 @@ func (r *Repo) LoadFileChunks(id objects.ID) ([]objects.ChunkRef, error) {
 }
 
 // LoadTree returns a verified, decoded tree. Callers must not modify it.
-func (r *Repo) LoadTree(id objects.ID) (*objects.Tree, error) { return r.loadTree(r.cached(), id, true) }
+func (r *Repo) LoadTree(id objects.ID) (*objects.Tree, error) {
+	return r.loadTree(r.cached(), id, true)
+}
 
 // LoadTree reads a tree inside the transaction, seeing its own writes.
 // Trees read here are not cached: the transaction may still roll back.
