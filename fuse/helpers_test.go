@@ -68,6 +68,7 @@ type testMount struct {
 
 	allowOther bool        // mounted with allow_other
 	faults     *ringFaults // failures injected into the io_uring transport
+	maxHeld    int64       // overlay.Options.MaxHeld at the next open
 
 	artLog  *syncBuffer // internal errors of the overlay (must stay empty)
 	fuseLog *syncBuffer // go-fuse and adapter messages (no panics allowed)
@@ -170,7 +171,7 @@ func (m *testMount) createWorktree() *repo.Worktree {
 
 func (m *testMount) open() {
 	m.t.Helper()
-	ofs, err := overlay.Open(m.Repo, m.WT, overlay.Options{Log: log.New(m.artLog, "", 0)})
+	ofs, err := overlay.Open(m.Repo, m.WT, overlay.Options{Log: log.New(m.artLog, "", 0), MaxHeld: m.maxHeld})
 	if err != nil {
 		m.t.Fatalf("overlay.Open: %v", err)
 	}

@@ -56,6 +56,9 @@ type Options struct {
 	ReadOnly bool
 	// Policy decides per path what the agent may do; nil is full access.
 	Policy *policy.Policy
+	// MaxHeld is how much written data may wait in memory for SQLite
+	// before writers wait for it (0: 64 MiB; see persister.throttle).
+	MaxHeld int64
 }
 
 type inode struct {

@@ -93,6 +93,9 @@ func newPersister(fs *FS, j *journal) *persister {
 	}
 	p.cond = sync.NewCond(&p.mu)
 	p.heldLimit = heldLimit
+	if fs.opts.MaxHeld > 0 {
+		p.heldLimit = fs.opts.MaxHeld
+	}
 	go p.loop()
 	return p
 }
