@@ -342,7 +342,7 @@ func (fs *FS) storeDirtyLocked(n *inode) {
 	}
 	for _, b := range blocks {
 		n.blocks[b.idx] = b.id
-		fs.p.dirtyBlock(n.ino, b.idx, b.id)
+		fs.p.storedBlock(n.ino, b.idx, b.id)
 	}
 	n.dirty = nil
 	fs.p.dirtyInodeLocked(n)

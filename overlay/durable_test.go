@@ -515,3 +515,94 @@ func randomBytes(n int) []byte {
 	rand.NewChaCha8([32]byte{1}).Read(b)
 	return b
 }
+
+// Chunks a block stopped naming before they were journaled (the block
+// stored again, as a linker patching a header does, or cut off by a
+// truncation) are dropped from memory once nothing names them: they were
+// kept for good, and counted against the writer throttle. A file
+// unlinked while open, rewritten and freed on release leaves nothing
+// held either, and reads back whole until then.
+func TestUnnamedPendingChunksDropped(t *testing.T) {
+	_, _, fs := newWorktreeFS(t)
+	defer fs.Close()
+	write := func(ino uint64, data []byte, off int) {
+		t.Helper()
+		for i := 0; i < len(data); i += 1 << 20 {
+			end := min(i+1<<20, len(data))
+			if _, err := fs.Write(ino, data[i:end], int64(off+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	settle := func() {
+		t.Helper()
+		if err := fs.p.sync(false); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.p.drain(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readBack := func(ino uint64, want []byte, what string) {
+		t.Helper()
+		got := make([]byte, len(want))
+		if n, err := fs.Read(ino, got, 0); err != nil || n != len(want) || !bytes.Equal(got, want) {
+			t.Fatalf("%s: read %d of %d bytes (%v), equal: %v", what, n, len(want), err, bytes.Equal(got, want))
+		}
+	}
+	// A file past the dirty limit (its blocks stored, not journaled),
+	// whose first blocks are then written again, and which is truncated.
+	a, err := fs.Create(RootIno, "patched", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randomBytes(dirtyLimit + 4*BlockSize)
+	write(a.Ino, data, 0)
+	for round := range 3 {
+		patch := bytes.Repeat([]byte{byte(round + 1)}, 2*BlockSize)
+		write(a.Ino, patch, 0)
+		copy(data, patch)
+		if err := fs.Flush(a.Ino); err != nil { // stores the patch: the old chunks lose their name
+			t.Fatal(err)
+		}
+	}
+	size := int64(len(data) - 3*BlockSize)
+	if _, err := fs.Setattr(a.Ino, SetAttr{Size: &size}); err != nil {
+		t.Fatal(err)
+	}
+	data = data[:size]
+	settle()
+	settle() // the chunks the last snapshot dropped are applied by now
+	if held := fs.p.held.Load(); held != 0 {
+		t.Errorf("%d bytes of block data still held with everything journaled and applied", held)
+	}
+	readBack(a.Ino, data, "patched file")
+	fs.Released(a.Ino)
+
+	// An unlinked file still open: its data stays readable.
+	b, err := fs.Create(RootIno, "unlinked", 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := randomBytes(dirtyLimit + 2*BlockSize)
+	other[0] ^= 0xff // not the content above
+	write(b.Ino, other, 0)
+	if err := fs.Unlink(RootIno, "unlinked"); err != nil {
+		t.Fatal(err)
+	}
+	patch := bytes.Repeat([]byte{9}, BlockSize)
+	write(b.Ino, patch, BlockSize)
+	copy(other[BlockSize:], patch)
+	if err := fs.Flush(b.Ino); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	settle()
+	readBack(b.Ino, other, "unlinked open file")
+	fs.Released(b.Ino)
+	settle()
+	settle()
+	if held := fs.p.held.Load(); held != 0 {
+		t.Errorf("%d bytes of block data still held once the unlinked file was released", held)
+	}
+}

@@ -41,6 +41,7 @@ type persister struct {
 	dirents map[direntKey]struct{}
 	blocks  map[blockKey]objects.ID      // value: the chunk the block was set to (Zero: removed)
 	chunks  map[objects.ID]*pendingChunk // block data by id until applied
+	orphans []objects.ID                 // chunks dirty blocks stopped naming (see setBlockLocked)
 	held    atomic.Int64                 // bytes the chunks hold in memory (raw and encoded)
 	mark    uint64                       // bumped by every change marked dirty
 	covered uint64                       // the mark the last journaled snapshot covered
@@ -79,6 +80,7 @@ type pendingChunk struct {
 	data  []byte
 	tried bool // compression was tried (data may still be raw)
 	refs  int  // records naming it that are not applied yet
+	pins  int  // putChunk calls whose storedBlock has not come yet
 }
 
 // applyInterval bounds how long journaled changes wait for SQLite, and
@@ -119,11 +121,59 @@ func (p *persister) dirtyDirent(dir uint64, name string) {
 	p.mu.Unlock()
 }
 
+// dirtyBlock marks block idx of ino as set to chunk id (objects.Zero:
+// removed).
 func (p *persister) dirtyBlock(ino uint64, idx int64, id objects.ID) {
 	p.mu.Lock()
-	p.blocks[blockKey{ino, idx}] = id
-	p.mark++
+	p.setBlockLocked(ino, idx, id)
 	p.mu.Unlock()
+}
+
+// storedBlock is dirtyBlock for a chunk putChunk returned, which it
+// unpins.
+func (p *persister) storedBlock(ino uint64, idx int64, id objects.ID) {
+	p.mu.Lock()
+	p.setBlockLocked(ino, idx, id)
+	if c := p.chunks[id]; c != nil && c.pins > 0 {
+		c.pins--
+	}
+	p.mu.Unlock()
+}
+
+// setBlockLocked records the block's new chunk. A chunk the block named
+// before that no record holds yet (the block stored again, or cut off,
+// before it was journaled) may be named by nothing any more: the next
+// snapshot drops it unless something still does (dropUnnamedLocked), or
+// it would stay in memory, counted against heldLimit, for good.
+func (p *persister) setBlockLocked(ino uint64, idx int64, id objects.ID) {
+	k := blockKey{ino, idx}
+	if old, ok := p.blocks[k]; ok && old != id {
+		p.orphans = append(p.orphans, old)
+	}
+	p.blocks[k] = id
+	p.mark++
+}
+
+// dropUnnamedLocked forgets the pending chunks among ids that no block
+// names any more: not attached to a record not yet applied (refs), not
+// named by a dirty block, and not between putChunk and storedBlock
+// (pins). Every other way to name a chunk goes through these. p.mu must
+// be held, and no snapshot may be between taking its keys and attaching
+// its chunks (snapshot calls this at its end).
+func (p *persister) dropUnnamedLocked(ids []objects.ID) {
+	if len(ids) == 0 {
+		return
+	}
+	dirty := make(map[objects.ID]bool, len(p.blocks))
+	for _, id := range p.blocks {
+		dirty[id] = true
+	}
+	for _, id := range ids {
+		if c, ok := p.chunks[id]; ok && c.refs <= 0 && c.pins <= 0 && !dirty[id] {
+			delete(p.chunks, id)
+			p.held.Add(-c.memSize())
+		}
+	}
 }
 
 // persisted reports whether every change marked on n is journaled; n.mu
@@ -139,20 +189,23 @@ func (p *persister) persisted(n *inode) bool {
 func (p *persister) putChunk(data []byte, compress bool) objects.ID {
 	id := objects.Hash(data)
 	p.mu.Lock()
-	_, ok := p.chunks[id]
-	p.mu.Unlock()
-	if ok {
+	if c, ok := p.chunks[id]; ok {
+		c.pins++
+		p.mu.Unlock()
 		return id
 	}
+	p.mu.Unlock()
 	raw := append([]byte(nil), data...)
-	c := &pendingChunk{raw: raw, enc: objects.EncRaw, data: raw, tried: compress}
+	c := &pendingChunk{raw: raw, enc: objects.EncRaw, data: raw, tried: compress, pins: 1}
 	if compress {
 		c.data, c.enc = objects.Compress(raw)
 	}
 	p.mu.Lock()
-	if _, ok := p.chunks[id]; !ok {
+	if cur, ok := p.chunks[id]; !ok {
 		p.chunks[id] = c
 		p.held.Add(c.memSize())
+	} else {
+		cur.pins++
 	}
 	p.mu.Unlock()
 	return id
@@ -415,13 +468,21 @@ func (p *persister) snapshot() *record {
 		}
 		rec.dirents = append(rec.dirents, r)
 	}
-	for k := range blocks {
+	// Chunks the taken keys named when marked that their blocks no
+	// longer name: stored again since, cut off, or the inode freed (no
+	// links, no open handles: nothing reads it again; an unlinked file
+	// still open is not deleted and keeps its blocks).
+	var renamed []objects.ID
+	for k, marked := range blocks {
 		n := fs.inodes[k.ino]
 		r := blockRow{key: k}
 		if n != nil && !n.deleted {
 			n.mu.Lock()
 			r.id, r.present = n.blocks[k.idx]
 			n.mu.Unlock()
+		}
+		if !r.present || r.id != marked {
+			renamed = append(renamed, marked)
 		}
 		rec.blocks = append(rec.blocks, r)
 	}
@@ -454,6 +515,11 @@ func (p *persister) snapshot() *record {
 			}
 		}
 	}
+	// Of those, and of the chunks blocks stopped naming before being
+	// journaled, the ones nothing names now are dropped.
+	unnamed := append(p.orphans, renamed...)
+	p.orphans = nil
+	p.dropUnnamedLocked(unnamed)
 	return rec
 }
 
