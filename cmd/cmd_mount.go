@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -106,7 +107,7 @@ the agent's home the same way.`,
 				}
 				return nil
 			}
-			id, err := ofs.Commit(overlay.CommitOptions{Message: "mount session", Session: &objects.Session{Mode: "mount", Version: repo.Version, Start: wt.Created}})
+			id, err := ofs.Commit(overlay.CommitOptions{Message: "mount session", Session: &objects.Session{Mode: "mount", Version: repo.Version, Start: wt.Created, End: time.Now().UnixNano()}})
 			if errors.Is(err, overlay.ErrNothingToCommit) {
 				tx, terr := r.Begin()
 				if terr == nil {

@@ -78,7 +78,14 @@ func newShowCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(g.stdout, "\n    argv:      %q\n", s.Argv)
 				}
 				if s.Start > 0 {
-					fmt.Fprintf(g.stdout, "    started:   %s\n    ended:     %s\n", fmtTime(s.Start), fmtTime(s.End))
+					fmt.Fprintf(g.stdout, "    started:   %s\n", fmtTime(s.Start))
+				}
+				switch {
+				case s.End > 0:
+					fmt.Fprintf(g.stdout, "    ended:     %s\n", fmtTime(s.End))
+				case s.Status == "interrupted":
+					// Recorded after art died: when the session ended is unknown.
+					fmt.Fprintf(g.stdout, "    ended:     unknown (interrupted)\n")
 				}
 				if s.Version != "" {
 					fmt.Fprintf(g.stdout, "    art:       %s\n", s.Version)

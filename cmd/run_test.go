@@ -344,6 +344,11 @@ func TestRunInterruptedRecovery(t *testing.T) {
 	if !slices.Equal(c2.Parents, []string{base}) {
 		t.Errorf("parents %v, want [%s]", c2.Parents, base)
 	}
+	// When an interrupted session ended is unknown; show says so rather
+	// than print the zero time (1970).
+	if out := r.art("show", "HEAD").stdout; !strings.Contains(out, "ended:     unknown (interrupted)") || strings.Contains(out, "1970") {
+		t.Errorf("art show of the interrupted session:\n%s", out)
+	}
 	if got := r.nameStatus(base, "HEAD"); got["WS/f"] != "A" || len(got) != 1 {
 		t.Errorf("interrupted session changed %v, want WS/f added", got)
 	}

@@ -480,6 +480,10 @@ func TestCrash(t *testing.T) {
 	if out := artOK(t, c.tmp, "log", "-d", c.db, "--oneline", "-n", "1").stdout; !strings.Contains(out, "mount session") {
 		t.Errorf("no 'mount session' commit after SIGTERM:\n%s", out)
 	}
+	// It ended when it was committed, not at the zero time (1970).
+	if out := artOK(t, c.tmp, "show", "-d", c.db, "HEAD").stdout; !strings.Contains(out, "ended:") || strings.Contains(out, "1970") {
+		t.Errorf("art show of the mount session has no end time:\n%s", out)
+	}
 	artOK(t, c.tmp, "pull", "-d", c.db, "-m", pulled, "--commit", "main", "-q")
 	if b, err := os.ReadFile(filepath.Join(pulled, "after")); err != nil || string(b) != "after recovery" {
 		t.Errorf("file of the SIGTERM session: %q %v", b, err)
