@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -519,6 +520,79 @@ func TestOverlayCases(t *testing.T) {
 					t.Errorf("%s: fifo: %v %v", stage, fi, err)
 				}
 			})
+		}},
+		{"socket and device nodes", func(t *testing.T, m *testMount) {
+			// A program binding a unix socket in its home, and root's
+			// mknod, work as on a local disk; the nodes last for the
+			// session only (overlay.TypeSocket).
+			sock := m.WS("agent.sock")
+			l, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatalf("bind a unix socket in the mount: %v", err)
+			}
+			defer l.Close()
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			go func() {
+				if c, err := l.Accept(); err == nil {
+					c.Write([]byte("over the socket"))
+					c.Close()
+				}
+			}()
+			c, err := net.Dial("unix", sock)
+			if err != nil {
+				t.Fatalf("connect to the socket: %v", err)
+			}
+			if b, err := io.ReadAll(c); err != nil || string(b) != "over the socket" {
+				t.Errorf("read from the socket: %q %v", b, err)
+			}
+			c.Close()
+			l.Close() // the socket's inode stays, as on a local disk
+			dev := m.WS("null")
+			if err := unix.Mknod(dev, unix.S_IFCHR|0o640, int(unix.Mkdev(1, 3))); err != nil {
+				t.Fatalf("mknod c 1 3: %v", err)
+			}
+			if err := unix.Mknod(m.WS("loop"), unix.S_IFBLK|0o600, int(unix.Mkdev(7, 1))); err != nil {
+				t.Fatalf("mknod b 7 1: %v", err)
+			}
+			if err := os.Link(dev, m.WS("null2")); err != nil {
+				t.Fatal(err)
+			}
+			check := func(stage string) {
+				for _, c := range []struct {
+					name  string
+					ifmt  uint32
+					rdev  uint64
+					nlink uint64
+				}{
+					{"agent.sock", unix.S_IFSOCK, 0, 1},
+					{"null", unix.S_IFCHR, unix.Mkdev(1, 3), 2},
+					{"null2", unix.S_IFCHR, unix.Mkdev(1, 3), 2},
+					{"loop", unix.S_IFBLK, unix.Mkdev(7, 1), 1},
+				} {
+					var st unix.Stat_t
+					if err := unix.Lstat(m.WS(c.name), &st); err != nil {
+						t.Errorf("%s: %s: %v", stage, c.name, err)
+						continue
+					}
+					if st.Mode&unix.S_IFMT != c.ifmt || st.Rdev != c.rdev || st.Nlink != c.nlink {
+						t.Errorf("%s: %s: mode %o rdev %x nlink %d, want type %o rdev %x nlink %d", stage, c.name, st.Mode, st.Rdev, st.Nlink, c.ifmt, c.rdev, c.nlink)
+					}
+				}
+			}
+			check("made")
+			// The mount is nodev: a device node there opens nothing.
+			if f, err := os.Open(dev); err == nil {
+				f.Close()
+				t.Error("a device node in the mount opened")
+			}
+			m.Remount()
+			check("remounted")
+			m.Commit("nodes")
+			for _, name := range []string{"agent.sock", "null", "null2", "loop"} {
+				if _, err := os.Lstat(m.WS(name)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s after the commit: %v (sockets and devices are for the session only)", name, err)
+				}
+			}
 		}},
 		{"mmap", func(t *testing.T, m *testMount) {
 			p := m.WS("big")

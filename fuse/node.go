@@ -87,6 +87,12 @@ func typeMode(t objects.Type) uint32 {
 		return syscall.S_IFLNK
 	case objects.TypeFifo:
 		return syscall.S_IFIFO
+	case overlay.TypeSocket:
+		return syscall.S_IFSOCK
+	case overlay.TypeCharDev:
+		return syscall.S_IFCHR
+	case overlay.TypeBlockDev:
+		return syscall.S_IFBLK
 	}
 	return syscall.S_IFREG
 }
@@ -95,6 +101,7 @@ func (s *shared) fill(a overlay.Attr, out *gofuse.Attr) {
 	out.Ino = a.Ino
 	out.Mode = typeMode(a.Type) | a.Mode
 	out.Nlink = a.Nlink
+	out.Rdev = a.Rdev
 	out.Size = uint64(a.Size)
 	out.Blocks = (uint64(a.Size) + 511) / 512
 	if a.Type == objects.TypeFile {
@@ -254,8 +261,10 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	return n.newChild(ctx, a, out), 0
 }
 
-// Mknod creates fifos and regular files; device and socket nodes are not
-// versioned and are refused.
+// Mknod creates fifos, regular files, sockets and device nodes (the last
+// two for the session only: overlay.TypeSocket). The kernel lets only a
+// caller with CAP_MKNOD in the initial namespace make a device node, so an
+// agent in the sandbox cannot; the mount is nodev besides.
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.s.guard("mknod", &errno, time.Now())
 	var a overlay.Attr
@@ -268,8 +277,14 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 		if err == nil {
 			n.s.ofs.Released(a.Ino)
 		}
+	case syscall.S_IFSOCK:
+		a, err = n.s.ofs.Mknod(n.ino(), name, overlay.TypeSocket, mode&0o7777, 0)
+	case syscall.S_IFCHR:
+		a, err = n.s.ofs.Mknod(n.ino(), name, overlay.TypeCharDev, mode&0o7777, dev)
+	case syscall.S_IFBLK:
+		a, err = n.s.ofs.Mknod(n.ino(), name, overlay.TypeBlockDev, mode&0o7777, dev)
 	default:
-		return nil, syscall.EPERM
+		return nil, syscall.EINVAL
 	}
 	if err != nil {
 		return nil, overlay.Errno(err)

@@ -245,6 +245,9 @@ func (fs *FS) foldDir(tx *repo.Tx, d *inode, files map[*inode]objects.ID) (objec
 		}
 	}
 	for name, n := range fs.liveDirents(d) {
+		if sessionOnly(n.typ) {
+			continue
+		}
 		e, err := fs.foldNode(tx, n, name, files)
 		if err != nil {
 			return objects.Zero, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,7 +33,8 @@ type Attr struct {
 	Mode  uint32 // permission bits
 	Nlink uint32
 	Size  int64
-	Atime int64 // ns
+	Rdev  uint32 // device nodes: the device number (Linux encoding)
+	Atime int64  // ns
 	Mtime int64
 	Ctime int64
 	// Alloc is about how many bytes a file occupies (st_blocks): the
@@ -110,9 +112,31 @@ type inode struct {
 	name   string
 }
 
+// Sockets and device nodes live only in a worktree's upper layer, for the
+// session: a socket means nothing once its listener is gone, and a device
+// node is the host's business, so a commit leaves them out (as push skips
+// them on the host). They exist so that what works on a local disk works
+// here: a program binding a unix socket in its home (git's fsmonitor,
+// gpg-agent, language servers), root running mknod. The numbers are not
+// tree types (objects rejects them); the upper layer stores them in its
+// type column, and a device number in the target column, in decimal.
+const (
+	TypeSocket   objects.Type = 16
+	TypeCharDev  objects.Type = 17
+	TypeBlockDev objects.Type = 18
+)
+
+// sessionOnly reports whether a node of type t is left out of commits.
+func sessionOnly(t objects.Type) bool {
+	return t == TypeSocket || t == TypeCharDev || t == TypeBlockDev
+}
+
 func (n *inode) attr() Attr {
 	a := Attr{Ino: n.ino, Type: n.typ, Mode: n.mode, Nlink: n.nlink, Size: n.size, Atime: n.atime, Mtime: n.mtime, Ctime: n.ctime}
 	switch n.typ {
+	case TypeCharDev, TypeBlockDev:
+		rdev, _ := strconv.ParseUint(n.target, 10, 32)
+		a.Rdev = uint32(rdev)
 	case objects.TypeSymlink:
 		a.Size = int64(len(n.target))
 	case objects.TypeFile:

@@ -3,6 +3,7 @@ package overlay
 import (
 	"iter"
 	"sort"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -427,6 +428,18 @@ func (fs *FS) Tmpfile(dir uint64, mode uint32) (Attr, error) {
 // Mkfifo creates a named pipe.
 func (fs *FS) Mkfifo(dir uint64, name string, mode uint32) (Attr, error) {
 	return fs.create(dir, name, objects.TypeFifo, mode, "")
+}
+
+// Mknod creates a socket (the inode a unix socket binds to) or a device
+// node; both last for the session only (see TypeSocket).
+func (fs *FS) Mknod(dir uint64, name string, typ objects.Type, mode, rdev uint32) (Attr, error) {
+	switch typ {
+	case TypeSocket:
+		return fs.create(dir, name, typ, mode, "")
+	case TypeCharDev, TypeBlockDev:
+		return fs.create(dir, name, typ, mode, strconv.FormatUint(uint64(rdev), 10))
+	}
+	return Attr{}, errInval
 }
 
 // Symlink creates a symbolic link; the target is stored verbatim.

@@ -738,3 +738,72 @@ func TestCommitNamesFileItCannotRead(t *testing.T) {
 	e.log.b.Reset() // the corruption was logged, as it should be
 	e.log.mu.Unlock()
 }
+
+// Sockets and device nodes can be made, linked, renamed and survive a
+// reopen of the worktree, but a commit leaves them out: they belong to the
+// session (overlay.TypeSocket).
+func TestSessionOnlyNodes(t *testing.T) {
+	e := newEnv(t, lower)
+	ws := e.ino("ws")
+	nodes := []struct {
+		name string
+		typ  objects.Type
+		rdev uint32
+	}{
+		{"sock", overlay.TypeSocket, 0},
+		{"null", overlay.TypeCharDev, 1<<8 | 3},
+		{"loop", overlay.TypeBlockDev, 7<<8 | 1},
+	}
+	for _, n := range nodes {
+		a, err := e.fs.Mknod(ws, n.name, n.typ, 0o640, n.rdev)
+		if err != nil {
+			t.Fatalf("mknod %s: %v", n.name, err)
+		}
+		if a.Type != n.typ || a.Rdev != n.rdev || a.Mode != 0o640 || a.Size != 0 {
+			t.Errorf("%s: attr %+v", n.name, a)
+		}
+	}
+	if _, err := e.fs.Mknod(ws, "file", objects.TypeFile, 0o644, 0); err == nil {
+		t.Error("Mknod made a regular file; only sockets and devices are its business")
+	}
+	if _, err := e.fs.Mknod(ws, "sock", overlay.TypeSocket, 0o644, 0); err == nil {
+		t.Error("Mknod over an existing name succeeded")
+	}
+	if _, err := e.fs.Link(e.ino("ws/null"), ws, "null2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fs.Rename(ws, "loop", e.ino("ws/a"), "loop", 0); err != nil {
+		t.Fatal(err)
+	}
+	// One replaces a lower file: the commit must record that file deleted.
+	if err := e.fs.Unlink(ws, "top"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.fs.Mknod(ws, "top", overlay.TypeSocket, 0o600, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.reopen()
+	if a, err := e.walk("ws/a/loop"); err != nil || a.Type != overlay.TypeBlockDev || a.Rdev != 7<<8|1 {
+		t.Errorf("block device after reopen: %+v %v", a, err)
+	}
+	if a, err := e.walk("ws/null2"); err != nil || a.Type != overlay.TypeCharDev || a.Rdev != 1<<8|3 || a.Nlink != 2 {
+		t.Errorf("linked char device after reopen: %+v %v", a, err)
+	}
+	if got := e.names("ws"); got != "a b null null2 sock top" {
+		t.Errorf("ws after reopen holds %s", got)
+	}
+	id := e.commit()
+	c, err := e.r.LoadCommit(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.r.Fsck(nil); err != nil || len(res.Problems) > 0 {
+		t.Errorf("fsck after the commit: %v %v", res, err)
+	}
+	if got := e.names("ws"); got != "a b" {
+		t.Errorf("the commit %s kept session-only nodes or the replaced file: ws holds %s", c.Tree.Short(), got)
+	}
+	if got := e.names("ws/a"); got != "sub x" {
+		t.Errorf("ws/a holds %s after the commit", got)
+	}
+}
