@@ -73,12 +73,12 @@ the agent's home the same way.`,
 				fmt.Fprintf(g.stderr, "art: resuming interrupted worktree #%d on %s with its pending changes\n", wt.ID, branch)
 			}
 			logger := log.New(g.stderr, "", log.LstdFlags)
-			ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, ReadOnly: ro})
+			ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, ReadOnly: ro, Owner: overlay.Owner{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}})
 			if err != nil {
 				r.SetWorktreeState(wt.ID, repo.StateInterrupted)
 				return err
 			}
-			srv, err := fuse.Mount(mp, ofs, fuse.Options{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), AllowOther: os.Geteuid() == 0, Debug: debug, Log: logger})
+			srv, err := fuse.Mount(mp, ofs, fuse.Options{AllowOther: os.Geteuid() == 0, Debug: debug, Log: logger})
 			if err != nil {
 				ofs.Close()
 				r.SetWorktreeState(wt.ID, repo.StateInterrupted)

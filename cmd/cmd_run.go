@@ -416,20 +416,20 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		r.DB.Exec(`UPDATE worktrees SET session=? WHERE id=?`, string(sessJSON), wt.ID)
 	}
 	logger := log.New(g.stderr, "art: ", 0)
-	ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, Policy: ofsPolicy})
+	ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, Policy: ofsPolicy, Owner: overlay.Owner{UID: uint32(uid), GID: uint32(gid)}})
 	if err != nil {
 		r.SetWorktreeState(wt.ID, repo.StateInterrupted)
 		return runFail(err)
 	}
 	if _, err := ofs.Lookup(overlay.RootIno, cfg.Workspace); err != nil {
-		if _, err := ofs.Mkdir(overlay.RootIno, cfg.Workspace, 0o755); err != nil {
+		if _, err := ofs.Mkdir(overlay.RootIno, cfg.Workspace, 0o755, nil); err != nil {
 			ofs.Close()
 			r.SetWorktreeState(wt.ID, repo.StateInterrupted)
 			return runFail(fmt.Errorf("create /home/agent/%s: %w", cfg.Workspace, err))
 		}
 		fmt.Fprintf(g.stderr, "art: warning: branch %s has no workspace %q; starting with an empty one (import the host's with 'art push -m %s')\n", branch, cfg.Workspace, dir)
 	}
-	srv, err := fuse.Mount(mnt, ofs, fuse.Options{UID: uint32(uid), GID: uint32(gid), AllowOther: os.Geteuid() == 0, Log: logger})
+	srv, err := fuse.Mount(mnt, ofs, fuse.Options{AllowOther: os.Geteuid() == 0, Log: logger})
 	if err != nil {
 		ofs.Close()
 		r.SetWorktreeState(wt.ID, repo.StateInterrupted)

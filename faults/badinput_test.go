@@ -68,7 +68,7 @@ func goldenJournal(t *testing.T, e *env, n int) (string, int64, []string, [][]by
 		name := fmt.Sprintf("torn-%02d.bin", i)
 		b := make([]byte, 1+rng.IntN(100<<10))
 		fillRand(rng, b)
-		a, err := fs.Create(ws.Ino, name, 0o644)
+		a, err := fs.Create(ws.Ino, name, 0o644, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

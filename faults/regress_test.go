@@ -108,7 +108,7 @@ func overlayOnSmallDisk(t *testing.T, size int) (string, *repo.Repo, *overlay.FS
 // holds 64 MiB for SQLite, journals then, and gets ENOSPC there).
 func writeBig(t *testing.T, fs *overlay.FS, name string, n int) (uint64, error) {
 	t.Helper()
-	a, err := fs.Create(overlay.RootIno, name, 0o644) // created open
+	a, err := fs.Create(overlay.RootIno, name, 0o644, nil) // created open
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func writeBig(t *testing.T, fs *overlay.FS, name string, n int) (uint64, error) 
 
 func writeSmallFile(t *testing.T, fs *overlay.FS, name, content string) {
 	t.Helper()
-	a, err := fs.Create(overlay.RootIno, name, 0o644)
+	a, err := fs.Create(overlay.RootIno, name, 0o644, nil)
 	if err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
@@ -179,7 +179,7 @@ func TestJournalLeavesRoomToApplySoDeletingABigFileFreesAFullDisk(t *testing.T) 
 func TestCommitIsNotFailedByAnEarlierFailedJournalAppend(t *testing.T) {
 	requireRoot(t)
 	small, r, fs, logs := overlayOnSmallDisk(t, smallDisk)
-	a, err := fs.Create(overlay.RootIno, "big", 0o644)
+	a, err := fs.Create(overlay.RootIno, "big", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

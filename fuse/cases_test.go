@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/artproject/art/overlay"
 	"github.com/artproject/art/repo"
 )
 
@@ -1319,4 +1320,110 @@ func TestConcurrentWritersThrottled(t *testing.T) {
 	check("live")
 	m.Commit("throttled writers")
 	check("committed")
+}
+
+// Ownership works as on a local disk for the session: a node belongs to
+// whoever made it, root may give it away, anyone else may not, and the
+// kernel checks access against those owners (default_permissions). A
+// remount keeps the owners; a commit records none (trees hold no owner),
+// so the next mount shows the mount's owner everywhere.
+func TestOwnership(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: not root; chown to another user and running commands as one take root")
+	}
+	m := newTestMountAs(t, setupCasesLower, true)
+	for d := m.WS(); d != "/"; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o001 == 0 {
+			os.Chmod(d, st.Mode().Perm()|0o005)
+		}
+	}
+	asNobody := func(script string) error {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir = m.WS()
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%q as nobody: %v: %s", script, err, out)
+		}
+		return nil
+	}
+	owner := func(name string) (uint32, uint32) {
+		var st unix.Stat_t
+		if err := unix.Lstat(m.WS(name), &st); err != nil {
+			t.Fatalf("stat %s: %v", name, err)
+		}
+		return st.Uid, st.Gid
+	}
+	me, myGroup := uint32(os.Getuid()), uint32(os.Getgid())
+	if err := os.Mkdir(m.WS("pub"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(m.WS("pub"), 0o777)
+	if err := asNobody("echo mine > pub/n && mkdir pub/d && ln -s n pub/l"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(m.WS("root-only"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(m.WS("root-only"), 1234, 5678); err != nil {
+		t.Fatalf("chown by root: %v", err)
+	}
+	if err := os.Lchown(m.WS("pub/l"), 4321, -1); err != nil {
+		t.Fatalf("lchown of a symlink by root: %v", err)
+	}
+	// The kernel refuses these against the owners the mount reports.
+	for _, script := range []string{
+		"chown 0 pub/n",       // giving a file away takes CAP_CHOWN
+		"chgrp 0 pub/n",       // nobody is not in group 0
+		"echo x >> root-only", // 0644, owned by 1234
+		"chmod 777 root-only", // not the owner
+		"touch -d @0 file",    // someone else's file (a lower file is the mount's owner's)
+	} {
+		if err := asNobody(script); err == nil {
+			t.Errorf("%q as nobody succeeded", script)
+		}
+	}
+	if err := asNobody("chmod 600 pub/n && echo more >> pub/n"); err != nil {
+		t.Errorf("the owner changing its own file: %v", err)
+	}
+	check := func(stage string, want map[string][2]uint32) {
+		for name, o := range want {
+			if uid, gid := owner(name); uid != o[0] || gid != o[1] {
+				t.Errorf("%s: %s owned by %d:%d, want %d:%d", stage, name, uid, gid, o[0], o[1])
+			}
+		}
+	}
+	want := map[string][2]uint32{
+		"pub/n": {65534, 65534}, "pub/d": {65534, 65534}, "pub/l": {4321, 65534},
+		"root-only": {1234, 5678}, "pub": {me, myGroup}, "file": {me, myGroup},
+	}
+	check("made", want)
+	// A mount owned by someone else (as art run's is): root's own files
+	// and mode 0000 show as they are, not as the mount's owner's or 0644.
+	m.owner = &overlay.Owner{UID: 65534, GID: 65534}
+	m.Remount()
+	if err := os.Chown(m.WS("root-only"), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(m.WS("mode0"), os.O_CREATE|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if fi, err := os.Lstat(m.WS("mode0")); err != nil || fi.Mode().Perm() != 0 {
+		t.Errorf("open(O_CREAT, 0000) made %v, %v", fi.Mode(), err)
+	}
+	want["root-only"] = [2]uint32{0, 0}
+	want["mode0"] = [2]uint32{me, myGroup}
+	want["file"] = [2]uint32{65534, 65534} // the lower file follows the mount's owner
+	want["pub"] = [2]uint32{65534, 65534}  // made by root as the mount's owner
+	check("remounted for another owner", want)
+	m.owner = nil
+	m.Remount()
+	want["file"], want["pub"] = [2]uint32{me, myGroup}, [2]uint32{me, myGroup}
+	check("remounted", want)
+	m.Commit("owners")
+	for name := range want {
+		want[name] = [2]uint32{me, myGroup}
+	}
+	check("committed", want)
 }

@@ -66,9 +66,10 @@ type testMount struct {
 	OFS    *overlay.FS
 	srv    *Server
 
-	allowOther bool        // mounted with allow_other
-	faults     *ringFaults // failures injected into the io_uring transport
-	maxHeld    int64       // overlay.Options.MaxHeld at the next open
+	allowOther bool           // mounted with allow_other
+	faults     *ringFaults    // failures injected into the io_uring transport
+	maxHeld    int64          // overlay.Options.MaxHeld at the next open
+	owner      *overlay.Owner // overlay.Options.Owner at the next open (nil: this process's user)
 
 	artLog  *syncBuffer // internal errors of the overlay (must stay empty)
 	fuseLog *syncBuffer // go-fuse and adapter messages (no panics allowed)
@@ -171,7 +172,11 @@ func (m *testMount) createWorktree() *repo.Worktree {
 
 func (m *testMount) open() {
 	m.t.Helper()
-	ofs, err := overlay.Open(m.Repo, m.WT, overlay.Options{Log: log.New(m.artLog, "", 0), MaxHeld: m.maxHeld})
+	owner := overlay.Owner{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}
+	if m.owner != nil {
+		owner = *m.owner
+	}
+	ofs, err := overlay.Open(m.Repo, m.WT, overlay.Options{Log: log.New(m.artLog, "", 0), MaxHeld: m.maxHeld, Owner: owner})
 	if err != nil {
 		m.t.Fatalf("overlay.Open: %v", err)
 	}
@@ -181,7 +186,6 @@ func (m *testMount) open() {
 func (m *testMount) mount() {
 	m.t.Helper()
 	srv, err := Mount(m.Dir, m.OFS, Options{
-		UID: uint32(os.Getuid()), GID: uint32(os.Getgid()),
 		AllowOther: m.allowOther,
 		faults:     m.faults,
 		Debug:      os.Getenv("ART_FUSE_DEBUG") != "",

@@ -53,10 +53,17 @@ var (
 
 // shared is what every node of one mount refers to.
 type shared struct {
-	ofs      *overlay.FS
-	uid, gid uint32
-	log      *log.Logger
-	lat      *latencies
+	ofs *overlay.FS
+	log *log.Logger
+	lat *latencies
+}
+
+// creator is who asks for a new node, which becomes its owner.
+func creator(ctx context.Context) *overlay.Owner {
+	if c, ok := gofuse.FromContext(ctx); ok {
+		return &overlay.Owner{UID: c.Uid, GID: c.Gid}
+	}
+	return nil // the mount's owner
 }
 
 // Node is one inode of the mount; it holds only its number.
@@ -108,7 +115,7 @@ func (s *shared) fill(a overlay.Attr, out *gofuse.Attr) {
 		out.Blocks = (uint64(a.Alloc) + 511) / 512 // holes take no space
 	}
 	out.Blksize = 4096
-	out.Uid, out.Gid = s.uid, s.gid
+	out.Uid, out.Gid = a.UID, a.GID
 	setTime := func(ns int64, sec *uint64, nsec *uint32) {
 		// Floor division: a time before 1970 has a negative second and
 		// a nanosecond part in [0, 1e9), as the kernel expects.
@@ -150,15 +157,18 @@ func (n *Node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut
 	return 0
 }
 
-// Setattr changes mode, size, times; ownership can only stay as it is.
+// Setattr changes mode, owner, size, times. Who may do what was checked
+// by the kernel against the attributes this mount reported
+// (default_permissions): chown needs CAP_CHOWN, chgrp ownership and
+// membership of the group.
 func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrIn, out *gofuse.AttrOut) (errno syscall.Errno) {
 	defer n.s.guard("setattr", &errno, time.Now())
 	var s overlay.SetAttr
-	if uid, ok := in.GetUID(); ok && uid != n.s.uid {
-		return syscall.EPERM
+	if uid, ok := in.GetUID(); ok {
+		s.UID = &uid
 	}
-	if gid, ok := in.GetGID(); ok && gid != n.s.gid {
-		return syscall.EPERM
+	if gid, ok := in.GetGID(); ok {
+		s.GID = &gid
 	}
 	if m, ok := in.GetMode(); ok {
 		m &= 0o7777
@@ -254,7 +264,7 @@ func (d *dirStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 // Mkdir creates a directory.
 func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.s.guard("mkdir", &errno, time.Now())
-	a, err := n.s.ofs.Mkdir(n.ino(), name, mode&0o7777)
+	a, err := n.s.ofs.Mkdir(n.ino(), name, mode&0o7777, creator(ctx))
 	if err != nil {
 		return nil, overlay.Errno(err)
 	}
@@ -271,18 +281,18 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	var err error
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFIFO:
-		a, err = n.s.ofs.Mkfifo(n.ino(), name, mode&0o7777)
+		a, err = n.s.ofs.Mkfifo(n.ino(), name, mode&0o7777, creator(ctx))
 	case syscall.S_IFREG, 0:
-		a, err = n.s.ofs.Create(n.ino(), name, mode&0o7777)
+		a, err = n.s.ofs.Create(n.ino(), name, mode&0o7777, creator(ctx))
 		if err == nil {
 			n.s.ofs.Released(a.Ino)
 		}
 	case syscall.S_IFSOCK:
-		a, err = n.s.ofs.Mknod(n.ino(), name, overlay.TypeSocket, mode&0o7777, 0)
+		a, err = n.s.ofs.Mknod(n.ino(), name, overlay.TypeSocket, mode&0o7777, 0, creator(ctx))
 	case syscall.S_IFCHR:
-		a, err = n.s.ofs.Mknod(n.ino(), name, overlay.TypeCharDev, mode&0o7777, dev)
+		a, err = n.s.ofs.Mknod(n.ino(), name, overlay.TypeCharDev, mode&0o7777, dev, creator(ctx))
 	case syscall.S_IFBLK:
-		a, err = n.s.ofs.Mknod(n.ino(), name, overlay.TypeBlockDev, mode&0o7777, dev)
+		a, err = n.s.ofs.Mknod(n.ino(), name, overlay.TypeBlockDev, mode&0o7777, dev, creator(ctx))
 	default:
 		return nil, syscall.EINVAL
 	}
@@ -295,7 +305,7 @@ func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 // Create creates and opens a regular file.
 func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *gofuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.s.guard("create", &errno, time.Now())
-	a, err := n.s.ofs.Create(n.ino(), name, mode&0o7777)
+	a, err := n.s.ofs.Create(n.ino(), name, mode&0o7777, creator(ctx))
 	if err != nil {
 		return nil, nil, 0, overlay.Errno(err)
 	}
@@ -305,7 +315,7 @@ func (n *Node) Create(ctx context.Context, name string, flags uint32, mode uint3
 // Tmpfile creates and opens a regular file in no directory (O_TMPFILE).
 func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *gofuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.s.guard("tmpfile", &errno, time.Now())
-	a, err := n.s.ofs.Tmpfile(n.ino(), mode&0o7777)
+	a, err := n.s.ofs.Tmpfile(n.ino(), mode&0o7777, creator(ctx))
 	if err != nil {
 		return nil, nil, 0, overlay.Errno(err)
 	}
@@ -371,7 +381,7 @@ func (n *Node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 // Symlink creates a symbolic link.
 func (n *Node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.s.guard("symlink", &errno, time.Now())
-	a, err := n.s.ofs.Symlink(n.ino(), name, target)
+	a, err := n.s.ofs.Symlink(n.ino(), name, target, creator(ctx))
 	if err != nil {
 		return nil, overlay.Errno(err)
 	}

@@ -19,8 +19,7 @@ import (
 
 // Options configure a mount.
 type Options struct {
-	UID, GID   uint32 // owner shown for every file
-	AllowOther bool   // let other users (the sandbox user) use the mount
+	AllowOther bool // let other users (the sandbox user) use the mount
 	Debug      bool
 	Log        *log.Logger
 
@@ -78,7 +77,7 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = log.Default()
 	}
-	s := &shared{ofs: ofs, uid: o.UID, gid: o.GID, log: o.Log}
+	s := &shared{ofs: ofs, log: o.Log}
 	if os.Getenv("ART_DEBUG_LATENCY") != "" {
 		s.lat = &latencies{m: map[string]*latency{}}
 		defer func() { go s.lat.report(o.Log) }()
@@ -95,8 +94,10 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,
 		NegativeTimeout: &timeout,
-		UID:             o.UID,
-		GID:             o.GID,
+		// Every attribute is the overlay's own: go-fuse must not turn
+		// mode 0 into 0644 (open(O_CREAT, 0) makes a 0000 file) or an
+		// owner 0 into the mount's (root may chown to root).
+		NullPermissions: true,
 		Logger:          o.Log,
 		RootStableAttr:  &fs.StableAttr{Ino: overlay.RootIno, Mode: syscall.S_IFDIR},
 		MountOptions: gofuse.MountOptions{

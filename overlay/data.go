@@ -362,6 +362,8 @@ const compressInlineBlocks = 4
 // SetAttr is a change of attributes; nil fields are left alone.
 type SetAttr struct {
 	Mode  *uint32
+	UID   *uint32 // chown; the kernel checked who may (default_permissions)
+	GID   *uint32
 	Size  *int64
 	Atime *int64 // ns
 	Mtime *int64
@@ -383,7 +385,7 @@ func killSetID(mode uint32) uint32 {
 	return m
 }
 
-// Setattr changes mode, size or times.
+// Setattr changes mode, owner, size or times.
 func (fs *FS) Setattr(ino uint64, s SetAttr) (Attr, error) {
 	if err := fs.checkWritable(); err != nil {
 		return Attr{}, err
@@ -415,6 +417,12 @@ func (fs *FS) Setattr(ino uint64, s SetAttr) (Attr, error) {
 			return Attr{}, err
 		}
 		n.mtime = now
+	}
+	if s.UID != nil {
+		n.uid = *s.UID
+	}
+	if s.GID != nil {
+		n.gid = *s.GID
 	}
 	if s.Mode != nil {
 		n.mode = *s.Mode & objects.PermMask

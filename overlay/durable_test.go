@@ -24,7 +24,7 @@ import (
 func TestFsyncCoversAppliedRecords(t *testing.T) {
 	_, _, fs := newWorktreeFS(t)
 	defer fs.Close()
-	a, err := fs.Create(RootIno, "f", 0o644)
+	a, err := fs.Create(RootIno, "f", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestFsyncCoversAppliedRecords(t *testing.T) {
 // its stored blocks have it: the old content, never bytes nobody wrote.
 func TestCrashNeverShowsUnwrittenZeros(t *testing.T) {
 	r, wt, fs := newWorktreeFS(t)
-	a, err := fs.Create(RootIno, "log", 0o644)
+	a, err := fs.Create(RootIno, "log", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestFileSizeLimitedToRepositoryDisk(t *testing.T) {
 	if fs.maxSize <= 0 || fs.maxSize >= MaxFileSize {
 		t.Fatalf("limit %d: not the repository disk's size", fs.maxSize)
 	}
-	a, err := fs.Create(RootIno, "sparse", 0o644)
+	a, err := fs.Create(RootIno, "sparse", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestFileSizeLimitedToRepositoryDisk(t *testing.T) {
 func TestXattrTotalBounded(t *testing.T) {
 	_, _, fs := newWorktreeFS(t)
 	defer fs.Close()
-	a, err := fs.Create(RootIno, "x", 0o644)
+	a, err := fs.Create(RootIno, "x", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestXattrTotalBounded(t *testing.T) {
 // without the blocks (a crash then showed zeros).
 func TestSnapshotRacingFlushNeverShowsZeros(t *testing.T) {
 	r, wt, fs := newWorktreeFS(t)
-	a, err := fs.Create(RootIno, "f", 0o644)
+	a, err := fs.Create(RootIno, "f", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestPathLengthBounded(t *testing.T) {
 	name := strings.Repeat("d", 250)
 	depth := 0
 	for {
-		a, err := fs.Mkdir(dir, name, 0o755)
+		a, err := fs.Mkdir(dir, name, 0o755, nil)
 		if errors.Is(err, syscall.ENAMETOOLONG) {
 			break
 		}
@@ -279,10 +279,10 @@ func TestPathLengthBounded(t *testing.T) {
 	if got := depth * 251; got > MaxPathLen+251 || got < MaxPathLen-251 {
 		t.Errorf("stopped at depth %d (%d bytes), bound %d", depth, got, MaxPathLen)
 	}
-	if _, err := fs.Create(dir, name, 0o644); !errors.Is(err, syscall.ENAMETOOLONG) {
+	if _, err := fs.Create(dir, name, 0o644, nil); !errors.Is(err, syscall.ENAMETOOLONG) {
 		t.Errorf("create past the bound: %v", err)
 	}
-	if _, err := fs.Create(dir, "x", 0o644); err != nil {
+	if _, err := fs.Create(dir, "x", 0o644, nil); err != nil {
 		t.Errorf("a short name still fits: %v", err)
 	}
 }
@@ -297,7 +297,7 @@ func TestXattrMemoryBounded(t *testing.T) {
 	files := int(MaxXattrTotal / per)
 	var inos []uint64
 	for i := 0; i <= files; i++ {
-		a, err := fs.Create(RootIno, fmt.Sprintf("f%d", i), 0o644)
+		a, err := fs.Create(RootIno, fmt.Sprintf("f%d", i), 0o644, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +331,7 @@ func TestXattrMemoryBounded(t *testing.T) {
 		if err := free.do(); err != nil {
 			t.Fatalf("%s: %v", free.name, err)
 		}
-		a, err := fs.Create(RootIno, fmt.Sprintf("extra%d", i), 0o644)
+		a, err := fs.Create(RootIno, fmt.Sprintf("extra%d", i), 0o644, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,7 +365,7 @@ func TestXattrMemoryBounded(t *testing.T) {
 // later one.
 func TestXattrMemoryOfGarbageAfterCrash(t *testing.T) {
 	r, wt, fs := newWorktreeFS(t)
-	a, err := fs.Create(RootIno, "f", 0o644) // left open
+	a, err := fs.Create(RootIno, "f", 0o644, nil) // left open
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func TestWriterThrottledByHeldData(t *testing.T) {
 	fs.p.heldLimit = 1 << 20
 	fs.p.beforeApply = func() error { <-release; return nil }
 	fs.p.mu.Unlock()
-	a, err := fs.Create(RootIno, "big", 0o644)
+	a, err := fs.Create(RootIno, "big", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +478,7 @@ func TestThrottledWriterSeesFullDisk(t *testing.T) {
 		return nil
 	}
 	fs.p.mu.Unlock()
-	a, err := fs.Create(RootIno, "big", 0o644)
+	a, err := fs.Create(RootIno, "big", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +552,7 @@ func TestUnnamedPendingChunksDropped(t *testing.T) {
 	}
 	// A file past the dirty limit (its blocks stored, not journaled),
 	// whose first blocks are then written again, and which is truncated.
-	a, err := fs.Create(RootIno, "patched", 0o644)
+	a, err := fs.Create(RootIno, "patched", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,7 +580,7 @@ func TestUnnamedPendingChunksDropped(t *testing.T) {
 	fs.Released(a.Ino)
 
 	// An unlinked file still open: its data stays readable.
-	b, err := fs.Create(RootIno, "unlinked", 0o644)
+	b, err := fs.Create(RootIno, "unlinked", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -605,4 +605,100 @@ func TestUnnamedPendingChunksDropped(t *testing.T) {
 	if held := fs.p.held.Load(); held != 0 {
 		t.Errorf("%d bytes of block data still held once the unlinked file was released", held)
 	}
+}
+
+// A node belongs to whoever created it (the directory's group when the
+// directory is set-group-ID) or was given with chown, for the session:
+// through a crash (the journal) and a reopen (SQLite), not into a commit,
+// which records no owner. A node no one gave another owner follows the
+// mount's owner.
+func TestOwnersKeptForTheSession(t *testing.T) {
+	r, wt, fs := newWorktreeFS(t)
+	fs.Close()
+	mountOwner := Owner{UID: 1000, GID: 1000}
+	fs, err := Open(r, wt, Options{Owner: mountOwner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := &Owner{UID: 2000, GID: 2001}
+	must := func(a Attr, err error) Attr {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	shared := must(fs.Mkdir(RootIno, "shared", 0o775, nil))
+	gid := uint32(50)
+	mode := uint32(0o2775)
+	must(fs.Setattr(shared.Ino, SetAttr{GID: &gid, Mode: &mode}))
+	a := must(fs.Create(RootIno, "a", 0o644, other))
+	must(fs.Create(shared.Ino, "b", 0o644, other))
+	must(fs.Mkdir(shared.Ino, "sub", 0o755, other))
+	must(fs.Symlink(RootIno, "l", "a", other))
+	must(fs.Create(RootIno, "c", 0o644, nil))
+	uid := uint32(3000)
+	must(fs.Setattr(a.Ino, SetAttr{UID: &uid}))
+	want := map[string]Owner{
+		"a": {3000, 2001}, "shared": {1000, 50}, "shared/b": {2000, 50}, "shared/sub": {2000, 50},
+		"l": {2000, 2001}, "c": mountOwner,
+	}
+	check := func(stage string, fs *FS, want map[string]Owner) {
+		t.Helper()
+		for p, o := range want {
+			ino := uint64(RootIno)
+			var attr Attr
+			for _, name := range strings.Split(p, "/") {
+				attr = must(fs.Lookup(ino, name))
+				ino = attr.Ino
+			}
+			if attr.UID != o.UID || attr.GID != o.GID {
+				t.Errorf("%s: %s owned by %d:%d, want %d:%d", stage, p, attr.UID, attr.GID, o.UID, o.GID)
+			}
+		}
+		if p := "shared/sub"; want[p] != mountOwner {
+			if attr := must(fs.Lookup(must(fs.Lookup(RootIno, "shared")).Ino, "sub")); attr.Mode&syscall.S_ISGID == 0 {
+				t.Errorf("%s: a directory made in a set-group-ID one lost the bit: %o", stage, attr.Mode)
+			}
+		}
+	}
+	check("made", fs, want)
+	// A crash: only the journal has the changes.
+	if err := fs.p.sync(false); err != nil {
+		t.Fatal(err)
+	}
+	fs.p.close()
+	fs.p.j.close()
+	fs, err = Open(r, wt, Options{Owner: mountOwner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("after a crash", fs, want)
+	if err := fs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopened by another user: what no one gave an owner follows it.
+	newOwner := Owner{UID: 1500, GID: 1501}
+	fs, err = Open(r, wt, Options{Owner: newOwner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want["c"] = newOwner
+	check("reopened by another user", fs, want)
+	if _, err := fs.Commit(CommitOptions{Message: "owners"}); err != nil {
+		t.Fatal(err)
+	}
+	wt2, _, err := r.CreateWorktree("main", "mount", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err = Open(r, wt2, Options{Owner: mountOwner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	for p := range want {
+		want[p] = mountOwner
+	}
+	check("committed", fs, want)
 }

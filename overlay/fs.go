@@ -34,7 +34,9 @@ type Attr struct {
 	Nlink uint32
 	Size  int64
 	Rdev  uint32 // device nodes: the device number (Linux encoding)
-	Atime int64  // ns
+	UID   uint32 // owner (see Owner)
+	GID   uint32
+	Atime int64 // ns
 	Mtime int64
 	Ctime int64
 	// Alloc is about how many bytes a file occupies (st_blocks): the
@@ -61,7 +63,17 @@ type Options struct {
 	// MaxHeld is how much written data may wait in memory for SQLite
 	// before writers wait for it (0: 64 MiB; see persister.throttle).
 	MaxHeld int64
+	// Owner owns the lower nodes and every node no one gave another
+	// owner: the mount's user.
+	Owner Owner
 }
+
+// Owner is a node's user and group. Trees record no owner (as git), so
+// every committed node belongs to the mount's owner (Options.Owner); in
+// the upper layer a node belongs to whoever created it, or was given
+// with chown, for the session: root on the host, running pjdfstest or
+// making files for another user, gets what a local disk would do.
+type Owner struct{ UID, GID uint32 }
 
 type inode struct {
 	mu sync.Mutex
@@ -76,6 +88,8 @@ type inode struct {
 	ctime  int64
 	target string
 	xattrs []objects.Xattr
+	uid    uint32
+	gid    uint32
 
 	// perm is what the policy allows on the name the node was last reached
 	// by (policy.go); the zero value, none, hides it.
@@ -132,7 +146,7 @@ func sessionOnly(t objects.Type) bool {
 }
 
 func (n *inode) attr() Attr {
-	a := Attr{Ino: n.ino, Type: n.typ, Mode: n.mode, Nlink: n.nlink, Size: n.size, Atime: n.atime, Mtime: n.mtime, Ctime: n.ctime}
+	a := Attr{Ino: n.ino, Type: n.typ, Mode: n.mode, Nlink: n.nlink, Size: n.size, Atime: n.atime, Mtime: n.mtime, Ctime: n.ctime, UID: n.uid, GID: n.gid}
 	switch n.typ {
 	case TypeCharDev, TypeBlockDev:
 		rdev, _ := strconv.ParseUint(n.target, 10, 32)
@@ -191,7 +205,7 @@ func Open(r *repo.Repo, wt *repo.Worktree, opts Options) (*FS, error) {
 	}
 	fs := &FS{r: r, wt: wt, opts: opts, root: c.Tree, inodes: map[uint64]*inode{}, maxSize: fileSizeLimit(r.Path)}
 	now := time.Now().UnixNano()
-	root := &inode{ino: RootIno, typ: objects.TypeDir, mode: 0o755, nlink: 2, lowerTree: c.Tree, mtime: now, ctime: now, atime: now, perm: policy.Write}
+	root := &inode{ino: RootIno, typ: objects.TypeDir, mode: 0o755, nlink: 2, lowerTree: c.Tree, mtime: now, ctime: now, atime: now, perm: policy.Write, uid: opts.Owner.UID, gid: opts.Owner.GID}
 	fs.inodes[RootIno] = root
 	// Changes journaled before a crash reach SQLite before anything loads.
 	j, err := openJournal(r, wt)
@@ -205,6 +219,10 @@ func Open(r *repo.Repo, wt *repo.Worktree, opts Options) (*FS, error) {
 	fs.p = newPersister(fs, j)
 	return fs, nil
 }
+
+// Owner returns the mount's owner: the owner of every node no one gave
+// another.
+func (fs *FS) Owner() Owner { return fs.opts.Owner }
 
 // Repo returns the repository the worktree belongs to.
 func (fs *FS) Repo() *repo.Repo { return fs.r }
@@ -224,12 +242,12 @@ func lowerIno(parent uint64, name string) uint64 {
 	return binary.LittleEndian.Uint64(sum[:])&(lowerBit-1) | lowerBit
 }
 
-// newLowerInode materialises a lower entry as an in-memory node.
-func newLowerInode(parent uint64, e *objects.Entry) *inode {
+// newLowerInode materialises a lower entry as an in-memory node of owner.
+func newLowerInode(parent uint64, e *objects.Entry, owner Owner) *inode {
 	n := &inode{
 		ino: lowerIno(parent, e.Name), typ: e.Type, mode: e.Mode, nlink: 1,
 		mtime: e.MTime, ctime: e.MTime, atime: e.MTime, target: e.Target,
-		parent: parent, name: e.Name,
+		parent: parent, name: e.Name, uid: owner.UID, gid: owner.GID,
 	}
 	if len(e.Xattrs) > 0 {
 		n.xattrs = append([]objects.Xattr(nil), e.Xattrs...)

@@ -47,6 +47,9 @@ type inodeRow struct {
 	baseSize                  int64
 	target                    string
 	xattrs                    []byte
+	// owned: the node has an owner of its own (uid, gid), not the mount's.
+	owned    bool
+	uid, gid uint32
 }
 
 type direntRow struct {
@@ -275,7 +278,7 @@ func recordSize(r *record) int {
 		n += objects.IDSize + 3*binary.MaxVarintLen64 + len(c.data)
 	}
 	for _, x := range r.inodes {
-		n += 16*binary.MaxVarintLen64 + len(x.base) + len(x.target) + len(x.xattrs)
+		n += 18*binary.MaxVarintLen64 + len(x.base) + len(x.target) + len(x.xattrs)
 	}
 	for _, d := range r.dirents {
 		n += 4*binary.MaxVarintLen64 + len(d.key.name)
@@ -327,7 +330,11 @@ func appendRecordTail(b []byte, r *record) []byte {
 			b = append(b, 1)
 			continue
 		}
-		b = append(b, 0, byte(x.typ))
+		if x.owned {
+			b = append(b, 2, byte(x.typ)) // the owner follows the row
+		} else {
+			b = append(b, 0, byte(x.typ))
+		}
 		b = binary.AppendUvarint(b, uint64(x.mode))
 		b = binary.AppendUvarint(b, uint64(x.nlink))
 		b = binary.AppendVarint(b, x.size)
@@ -338,6 +345,10 @@ func appendRecordTail(b []byte, r *record) []byte {
 		b = binary.AppendVarint(b, x.baseSize)
 		b = appendBytes(b, []byte(x.target))
 		b = appendBytes(b, x.xattrs)
+		if x.owned {
+			b = binary.AppendUvarint(b, uint64(x.uid))
+			b = binary.AppendUvarint(b, uint64(x.gid))
+		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(r.dirents)))
 	for _, d := range r.dirents {
@@ -384,10 +395,13 @@ func decodeRecord(b []byte) (*record, error) {
 	}
 	for i, n := uint64(0), d.Uvarint(1<<64-1); i < n && d.Err == nil; i++ {
 		x := inodeRow{ino: d.Uvarint(1<<64 - 1)}
-		if d.Byte() == 1 {
+		switch d.Byte() {
+		case 1:
 			x.deleted = true
 			r.inodes = append(r.inodes, x)
 			continue
+		case 2:
+			x.owned = true
 		}
 		x.typ = objects.Type(d.Byte())
 		x.mode = uint32(d.Uvarint(1<<64 - 1))
@@ -400,6 +414,9 @@ func decodeRecord(b []byte) (*record, error) {
 		x.target = string(d.Bytes(d.Uvarint(1<<64 - 1)))
 		if xa := d.Bytes(d.Uvarint(1<<64 - 1)); len(xa) > 0 {
 			x.xattrs = xa
+		}
+		if x.owned {
+			x.uid, x.gid = uint32(d.Uvarint(1<<32-1)), uint32(d.Uvarint(1<<32-1))
 		}
 		r.inodes = append(r.inodes, x)
 	}

@@ -22,6 +22,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			{ino: 7, typ: objects.TypeFile, mode: 0o644, nlink: 1, size: 10, mtime: 1, ctime: 2, atime: 3, base: id[:], baseSize: 4, xattrs: encodeXattrs([]objects.Xattr{{Name: "user.a", Value: []byte("v")}})},
 			{ino: 8, deleted: true},
 			{ino: 9, typ: objects.TypeSymlink, mode: 0o777, nlink: 1, target: "../x"},
+			{ino: 10, typ: TypeSocket, mode: 0o755, nlink: 1, owned: true, uid: 65534, gid: 1 << 31},
 		},
 		dirents: []direntRow{{key: direntKey{dir: 1, name: "a\nb"}, ino: 7, present: true}, {key: direntKey{dir: 1, name: "gone"}}},
 		blocks:  []blockRow{{key: blockKey{ino: 7, idx: 0}, id: id, present: true}, {key: blockKey{ino: 7, idx: 3}}},
@@ -50,7 +51,10 @@ func TestDecodeRecordRoundTrip(t *testing.T) {
 	data := []byte("hello")
 	id := objects.Hash(data)
 	rec := &record{
-		inodes:  []inodeRow{{ino: 2, typ: objects.TypeDir, mode: 0o755, nlink: 2, mtime: -5}},
+		inodes: []inodeRow{
+			{ino: 2, typ: objects.TypeDir, mode: 0o755, nlink: 2, mtime: -5},
+			{ino: 3, typ: objects.TypeFile, mode: 0o644, nlink: 1, target: "", owned: true, uid: 1000, gid: 4294967295},
+		},
 		dirents: []direntRow{{key: direntKey{dir: 1, name: "d"}, ino: 2, present: true}},
 		blocks:  []blockRow{{key: blockKey{ino: 3, idx: 1 << 40}, id: id, present: true}},
 		chunks:  map[objects.ID]*pendingChunk{id: {raw: data, enc: objects.EncRaw, data: data}},
@@ -58,6 +62,9 @@ func TestDecodeRecordRoundTrip(t *testing.T) {
 	got, err := decodeRecord(encodeRecord(rec))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if x := got.inodes[1]; x.owned != true || x.uid != 1000 || x.gid != 4294967295 || got.inodes[0].owned {
+		t.Fatalf("owner round trip: %+v", got.inodes)
 	}
 	if got.inodes[0].mtime != -5 || got.dirents[0].key.name != "d" || got.blocks[0].key.idx != 1<<40 || string(got.chunks[id].raw) != "hello" {
 		t.Fatalf("round trip: %+v", got)

@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"database/sql"
 	"encoding/binary"
 	"fmt"
 
@@ -17,17 +18,21 @@ func (fs *FS) load() error {
 		return fmt.Errorf("load worktree: %w", err)
 	}
 	fs.nextIno = uint64(next)
-	rows, err := db.Query(`SELECT ino, type, mode, nlink, size, mtime, ctime, atime, base, base_size, target, xattrs FROM upper_inodes WHERE wt=?`, wt)
+	rows, err := db.Query(`SELECT ino, type, mode, nlink, size, mtime, ctime, atime, base, base_size, target, xattrs, uid, gid FROM upper_inodes WHERE wt=?`, wt)
 	if err != nil {
 		return fmt.Errorf("load upper inodes: %w", err)
 	}
 	for rows.Next() {
 		var ino int64
 		var base, xattrs []byte
-		n := &inode{upper: true}
-		if err := rows.Scan(&ino, &n.typ, &n.mode, &n.nlink, &n.size, &n.mtime, &n.ctime, &n.atime, &base, &n.baseSize, &n.target, &xattrs); err != nil {
+		var uid, gid sql.NullInt64
+		n := &inode{upper: true, uid: fs.opts.Owner.UID, gid: fs.opts.Owner.GID}
+		if err := rows.Scan(&ino, &n.typ, &n.mode, &n.nlink, &n.size, &n.mtime, &n.ctime, &n.atime, &base, &n.baseSize, &n.target, &xattrs, &uid, &gid); err != nil {
 			rows.Close()
 			return fmt.Errorf("load upper inodes: %w", err)
+		}
+		if uid.Valid && gid.Valid {
+			n.uid, n.gid = uint32(uid.Int64), uint32(gid.Int64)
 		}
 		n.ino = uint64(ino)
 		var id objects.ID

@@ -66,7 +66,7 @@ func (fs *FS) child(d *inode, name string) (*inode, error) {
 		}
 		return fs.admit(d, name, n)
 	}
-	n := newLowerInode(d.ino, e)
+	n := newLowerInode(d.ino, e, fs.opts.Owner)
 	fs.inodes[ino] = n
 	fs.xattrMem.Add(xattrBytes(n.xattrs))
 	return fs.admit(d, name, n)
@@ -315,11 +315,11 @@ func (fs *FS) maybeFree(n *inode) {
 }
 
 // newNode allocates an upper node in directory d under name.
-func (fs *FS) newNode(d *inode, name string, typ objects.Type, mode uint32) *inode {
+func (fs *FS) newNode(d *inode, name string, typ objects.Type, mode uint32, owner Owner) *inode {
 	now := time.Now().UnixNano()
 	ino := fs.nextIno
 	fs.nextIno++
-	n := &inode{ino: ino, typ: typ, mode: mode & objects.PermMask, nlink: 1, mtime: now, ctime: now, atime: now, upper: true, parent: d.ino, name: name, perm: policy.Write}
+	n := &inode{ino: ino, typ: typ, mode: mode & objects.PermMask, nlink: 1, mtime: now, ctime: now, atime: now, upper: true, parent: d.ino, name: name, perm: policy.Write, uid: owner.UID, gid: owner.GID}
 	if typ == objects.TypeDir {
 		n.nlink = 2
 		n.dirents = map[string]uint64{}
@@ -332,6 +332,21 @@ func (fs *FS) newNode(d *inode, name string, typ objects.Type, mode uint32) *ino
 	return n
 }
 
+// newOwner is the owner of a node as creates in directory d, as on a local
+// disk (inode_init_owner): the creator's user, and the directory's group
+// when the directory is set-group-ID, else the creator's. d.mu must be
+// held.
+func (fs *FS) newOwner(d *inode, as *Owner) Owner {
+	o := fs.opts.Owner
+	if as != nil {
+		o = *as
+	}
+	if d.mode&syscall.S_ISGID != 0 {
+		o.GID = d.gid
+	}
+	return o
+}
+
 func (fs *FS) checkWritable() error {
 	if fs.opts.ReadOnly {
 		return errROFS
@@ -339,8 +354,9 @@ func (fs *FS) checkWritable() error {
 	return nil
 }
 
-// create makes a new node; ns is taken here.
-func (fs *FS) create(dir uint64, name string, typ objects.Type, mode uint32, target string) (Attr, error) {
+// create makes a new node for as (nil: the mount's owner); ns is taken
+// here.
+func (fs *FS) create(dir uint64, name string, typ objects.Type, mode uint32, target string, as *Owner) (Attr, error) {
 	if err := fs.checkWritable(); err != nil {
 		return Attr{}, err
 	}
@@ -370,11 +386,12 @@ func (fs *FS) create(dir uint64, name string, typ objects.Type, mode uint32, tar
 	// A directory created in a set-group-ID directory inherits the bit,
 	// as on every local filesystem (inode_init_owner).
 	d.mu.Lock()
+	owner := fs.newOwner(d, as)
 	if typ == objects.TypeDir && d.mode&syscall.S_ISGID != 0 {
 		mode |= syscall.S_ISGID
 	}
 	d.mu.Unlock()
-	n := fs.newNode(d, name, typ, mode)
+	n := fs.newNode(d, name, typ, mode, owner)
 	n.target = target
 	if typ == objects.TypeSymlink {
 		n.size = int64(len(target))
@@ -384,13 +401,13 @@ func (fs *FS) create(dir uint64, name string, typ objects.Type, mode uint32, tar
 
 // Mkdir creates a directory. A directory created where a lower one was
 // deleted is opaque: it starts empty.
-func (fs *FS) Mkdir(dir uint64, name string, mode uint32) (Attr, error) {
-	return fs.create(dir, name, objects.TypeDir, mode, "")
+func (fs *FS) Mkdir(dir uint64, name string, mode uint32, as *Owner) (Attr, error) {
+	return fs.create(dir, name, objects.TypeDir, mode, "", as)
 }
 
 // Create creates an empty regular file and opens it.
-func (fs *FS) Create(dir uint64, name string, mode uint32) (Attr, error) {
-	a, err := fs.create(dir, name, objects.TypeFile, mode, "")
+func (fs *FS) Create(dir uint64, name string, mode uint32, as *Owner) (Attr, error) {
+	a, err := fs.create(dir, name, objects.TypeFile, mode, "", as)
 	if err == nil {
 		fs.Opened(a.Ino)
 	}
@@ -400,7 +417,7 @@ func (fs *FS) Create(dir uint64, name string, mode uint32) (Attr, error) {
 // Tmpfile creates an open regular file in no directory (open with
 // O_TMPFILE): it gets a name only if it is linked into place, and is freed
 // on its last close otherwise.
-func (fs *FS) Tmpfile(dir uint64, mode uint32) (Attr, error) {
+func (fs *FS) Tmpfile(dir uint64, mode uint32, as *Owner) (Attr, error) {
 	if err := fs.checkWritable(); err != nil {
 		return Attr{}, err
 	}
@@ -419,35 +436,38 @@ func (fs *FS) Tmpfile(dir uint64, mode uint32) (Attr, error) {
 	if err := canChange(d); err != nil {
 		return Attr{}, err
 	}
-	n := &inode{ino: ino, typ: objects.TypeFile, mode: mode & objects.PermMask, mtime: now, ctime: now, atime: now, upper: true, opens: 1, perm: policy.Write}
+	d.mu.Lock()
+	owner := fs.newOwner(d, as)
+	d.mu.Unlock()
+	n := &inode{ino: ino, typ: objects.TypeFile, mode: mode & objects.PermMask, mtime: now, ctime: now, atime: now, upper: true, opens: 1, perm: policy.Write, uid: owner.UID, gid: owner.GID}
 	fs.inodes[ino] = n
 	fs.p.dirtyInode(n)
 	return n.attr(), nil
 }
 
 // Mkfifo creates a named pipe.
-func (fs *FS) Mkfifo(dir uint64, name string, mode uint32) (Attr, error) {
-	return fs.create(dir, name, objects.TypeFifo, mode, "")
+func (fs *FS) Mkfifo(dir uint64, name string, mode uint32, as *Owner) (Attr, error) {
+	return fs.create(dir, name, objects.TypeFifo, mode, "", as)
 }
 
 // Mknod creates a socket (the inode a unix socket binds to) or a device
 // node; both last for the session only (see TypeSocket).
-func (fs *FS) Mknod(dir uint64, name string, typ objects.Type, mode, rdev uint32) (Attr, error) {
+func (fs *FS) Mknod(dir uint64, name string, typ objects.Type, mode, rdev uint32, as *Owner) (Attr, error) {
 	switch typ {
 	case TypeSocket:
-		return fs.create(dir, name, typ, mode, "")
+		return fs.create(dir, name, typ, mode, "", as)
 	case TypeCharDev, TypeBlockDev:
-		return fs.create(dir, name, typ, mode, strconv.FormatUint(uint64(rdev), 10))
+		return fs.create(dir, name, typ, mode, strconv.FormatUint(uint64(rdev), 10), as)
 	}
 	return Attr{}, errInval
 }
 
 // Symlink creates a symbolic link; the target is stored verbatim.
-func (fs *FS) Symlink(dir uint64, name, target string) (Attr, error) {
+func (fs *FS) Symlink(dir uint64, name, target string, as *Owner) (Attr, error) {
 	if target == "" || len(target) > objects.MaxTargetLen {
 		return Attr{}, errNameLong
 	}
-	return fs.create(dir, name, objects.TypeSymlink, 0o777, target)
+	return fs.create(dir, name, objects.TypeSymlink, 0o777, target, as)
 }
 
 // Readlink returns a symlink's target.

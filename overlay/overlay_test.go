@@ -170,7 +170,7 @@ func (e *env) read(p string) string {
 
 func (e *env) write(dir, name, content string) uint64 {
 	e.t.Helper()
-	a, err := e.fs.Create(e.ino(dir), name, 0o644)
+	a, err := e.fs.Create(e.ino(dir), name, 0o644, nil)
 	if err != nil {
 		e.t.Fatalf("create %s/%s: %v", dir, name, err)
 	}
@@ -272,14 +272,14 @@ func TestSetgidDirectoryInherited(t *testing.T) {
 	if _, err := e.fs.Setattr(e.ino("ws/a"), overlay.SetAttr{Mode: &mode}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := e.fs.Mkdir(e.ino("ws/a"), "child", 0o755)
+	d, err := e.fs.Mkdir(e.ino("ws/a"), "child", 0o755, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Mode != 0o2755 {
 		t.Errorf("directory in a setgid directory: mode %o, want 2755", d.Mode)
 	}
-	f, err := e.fs.Create(e.ino("ws/a"), "file", 0o644)
+	f, err := e.fs.Create(e.ino("ws/a"), "file", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestSetgidDirectoryInherited(t *testing.T) {
 	if f.Mode != 0o644 {
 		t.Errorf("file in a setgid directory: mode %o, want 644", f.Mode)
 	}
-	d2, _ := e.fs.Mkdir(e.ino("ws/b"), "plain", 0o755)
+	d2, _ := e.fs.Mkdir(e.ino("ws/b"), "plain", 0o755, nil)
 	if d2.Mode != 0o755 {
 		t.Errorf("directory in a plain directory: mode %o", d2.Mode)
 	}
@@ -297,7 +297,7 @@ func TestSetgidDirectoryInherited(t *testing.T) {
 // created in no directory is freed on its last close unless linked.
 func TestTmpfile(t *testing.T) {
 	e := newEnv(t, lower)
-	a, err := e.fs.Tmpfile(e.ino("ws/a"), 0o600)
+	a, err := e.fs.Tmpfile(e.ino("ws/a"), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestTmpfile(t *testing.T) {
 	}
 	e.fs.Flush(a.Ino)
 	e.fs.Released(a.Ino)
-	b, err := e.fs.Tmpfile(e.ino("ws"), 0o600)
+	b, err := e.fs.Tmpfile(e.ino("ws"), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestTmpfile(t *testing.T) {
 // sparse file; holes must take no space.
 func TestSparseAlloc(t *testing.T) {
 	e := newEnv(t, nil)
-	a, err := e.fs.Create(overlay.RootIno, "sparse", 0o644)
+	a, err := e.fs.Create(overlay.RootIno, "sparse", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +375,7 @@ func TestSparseAlloc(t *testing.T) {
 // before.
 func TestBlockGrowth(t *testing.T) {
 	e := newEnv(t, nil)
-	a, err := e.fs.Create(overlay.RootIno, "grown", 0o644)
+	a, err := e.fs.Create(overlay.RootIno, "grown", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,13 +448,13 @@ func TestPersistAndReopen(t *testing.T) {
 	if err := fs.Rmdir(e.ino("ws/b/deep"), "er"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fs.Mkdir(e.ino("ws/b/deep"), "er", 0o700); err != nil { // opaque
+	if _, err := fs.Mkdir(e.ino("ws/b/deep"), "er", 0o700, nil); err != nil { // opaque
 		t.Fatal(err)
 	}
 	if _, err := fs.Link(e.ino("ws/a/x"), e.ino("ws"), "xlink"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fs.Symlink(e.ino("ws"), "sym", "a/x"); err != nil {
+	if _, err := fs.Symlink(e.ino("ws"), "sym", "a/x", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := fs.SetXattr(e.ino("ws/a/x"), "user.k", []byte("v"), 0, false); err != nil {
@@ -522,7 +522,7 @@ func TestReadOnly(t *testing.T) {
 	}
 	e.fs = fs
 	ws := e.ino("ws")
-	if _, err := fs.Create(ws, "f", 0o644); !errors.Is(err, syscall.EROFS) {
+	if _, err := fs.Create(ws, "f", 0o644, nil); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("create: %v", err)
 	}
 	if _, err := fs.Write(e.ino("ws/top"), []byte("x"), 0); !errors.Is(err, syscall.EROFS) {
@@ -586,14 +586,14 @@ func TestConcurrentOperations(t *testing.T) {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			d, err := fs.Mkdir(ws, fmt.Sprintf("g%d", g), 0o755)
+			d, err := fs.Mkdir(ws, fmt.Sprintf("g%d", g), 0o755, nil)
 			if err != nil {
 				errs <- err
 				return
 			}
 			for i := 0; i < 50; i++ {
 				name := fmt.Sprintf("f%d", i)
-				a, err := fs.Create(d.Ino, name, 0o644)
+				a, err := fs.Create(d.Ino, name, 0o644, nil)
 				if err != nil {
 					errs <- err
 					return
@@ -642,7 +642,7 @@ func TestConcurrentOperations(t *testing.T) {
 func TestLookupRacesWithData(t *testing.T) {
 	e := newEnv(t, lower)
 	ws := e.ino("ws")
-	if _, err := e.fs.Symlink(ws, "sym", "top"); err != nil {
+	if _, err := e.fs.Symlink(ws, "sym", "top", nil); err != nil {
 		t.Fatal(err)
 	}
 	top, sym := e.ino("ws/top"), e.ino("ws/sym")
@@ -755,7 +755,7 @@ func TestSessionOnlyNodes(t *testing.T) {
 		{"loop", overlay.TypeBlockDev, 7<<8 | 1},
 	}
 	for _, n := range nodes {
-		a, err := e.fs.Mknod(ws, n.name, n.typ, 0o640, n.rdev)
+		a, err := e.fs.Mknod(ws, n.name, n.typ, 0o640, n.rdev, nil)
 		if err != nil {
 			t.Fatalf("mknod %s: %v", n.name, err)
 		}
@@ -763,10 +763,10 @@ func TestSessionOnlyNodes(t *testing.T) {
 			t.Errorf("%s: attr %+v", n.name, a)
 		}
 	}
-	if _, err := e.fs.Mknod(ws, "file", objects.TypeFile, 0o644, 0); err == nil {
+	if _, err := e.fs.Mknod(ws, "file", objects.TypeFile, 0o644, 0, nil); err == nil {
 		t.Error("Mknod made a regular file; only sockets and devices are its business")
 	}
-	if _, err := e.fs.Mknod(ws, "sock", overlay.TypeSocket, 0o644, 0); err == nil {
+	if _, err := e.fs.Mknod(ws, "sock", overlay.TypeSocket, 0o644, 0, nil); err == nil {
 		t.Error("Mknod over an existing name succeeded")
 	}
 	if _, err := e.fs.Link(e.ino("ws/null"), ws, "null2"); err != nil {
@@ -779,7 +779,7 @@ func TestSessionOnlyNodes(t *testing.T) {
 	if err := e.fs.Unlink(ws, "top"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.fs.Mknod(ws, "top", overlay.TypeSocket, 0o600, 0); err != nil {
+	if _, err := e.fs.Mknod(ws, "top", overlay.TypeSocket, 0o600, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	e.reopen()

@@ -442,6 +442,9 @@ func (p *persister) snapshot() *record {
 				row.size = prior[len(prior)-1]
 			}
 			row.target = n.target
+			if o := fs.opts.Owner; n.uid != o.UID || n.gid != o.GID {
+				row.owned, row.uid, row.gid = true, n.uid, n.gid
+			}
 			switch n.typ {
 			case objects.TypeFile:
 				if !n.base.IsZero() {
@@ -688,10 +691,11 @@ func applyRecord(tx *repo.Tx, wt int64, rec *record, compressed map[objects.ID]e
 			return err
 		}
 	}
-	const upIno = `INSERT INTO upper_inodes(wt, ino, type, mode, nlink, size, mtime, ctime, atime, base, base_size, target, xattrs)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(wt, ino) DO UPDATE SET type=excluded.type, mode=excluded.mode,
+	const upIno = `INSERT INTO upper_inodes(wt, ino, type, mode, nlink, size, mtime, ctime, atime, base, base_size, target, xattrs, uid, gid)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(wt, ino) DO UPDATE SET type=excluded.type, mode=excluded.mode,
 		nlink=excluded.nlink, size=excluded.size, mtime=excluded.mtime, ctime=excluded.ctime, atime=excluded.atime,
-		base=excluded.base, base_size=excluded.base_size, target=excluded.target, xattrs=excluded.xattrs`
+		base=excluded.base, base_size=excluded.base_size, target=excluded.target, xattrs=excluded.xattrs,
+		uid=excluded.uid, gid=excluded.gid`
 	for _, r := range rec.inodes {
 		if r.deleted {
 			for _, q := range []string{
@@ -705,7 +709,11 @@ func applyRecord(tx *repo.Tx, wt int64, rec *record, compressed map[objects.ID]e
 			}
 			continue
 		}
-		if _, err := tx.Exec(upIno, wt, int64(r.ino), r.typ, r.mode, r.nlink, r.size, r.mtime, r.ctime, r.atime, r.base, r.baseSize, r.target, r.xattrs); err != nil {
+		var uid, gid any // NULL: the mount's owner
+		if r.owned {
+			uid, gid = int64(r.uid), int64(r.gid)
+		}
+		if _, err := tx.Exec(upIno, wt, int64(r.ino), r.typ, r.mode, r.nlink, r.size, r.mtime, r.ctime, r.atime, r.base, r.baseSize, r.target, r.xattrs, uid, gid); err != nil {
 			return fmt.Errorf("store inode %d: %w", r.ino, err)
 		}
 	}

@@ -119,11 +119,11 @@ func TestPolicyNoneHidesEverywhere(t *testing.T) {
 	}
 	ws := mustWalk(t, fs, "ws")
 	// Hidden names cannot be created, linked to or renamed onto.
-	_, err := fs.Create(ws, ".env", 0o644)
+	_, err := fs.Create(ws, ".env", 0o644, nil)
 	wantErrno(t, "create .env", err, syscall.EACCES)
-	_, err = fs.Mkdir(ws, "secrets", 0o755)
+	_, err = fs.Mkdir(ws, "secrets", 0o755, nil)
 	wantErrno(t, "mkdir secrets", err, syscall.EACCES)
-	_, err = fs.Symlink(ws, ".ENV", "x")
+	_, err = fs.Symlink(ws, ".ENV", "x", nil)
 	wantErrno(t, "symlink .ENV (case variant)", err, syscall.EACCES)
 	src := mustWalk(t, fs, "ws/src")
 	main := mustWalk(t, fs, "ws/src/main.go")
@@ -160,7 +160,7 @@ func TestPolicyReadAndView(t *testing.T) {
 	wantErrno(t, "rename from", fs.Rename(hooks, "pre-commit", git, "moved", 0), syscall.EACCES)
 	_, err = fs.Link(hook, git, "second-name")
 	wantErrno(t, "link", err, syscall.EACCES)
-	_, err = fs.Create(hooks, "post-commit", 0o755)
+	_, err = fs.Create(hooks, "post-commit", 0o755, nil)
 	wantErrno(t, "create in a read-only directory", err, syscall.EACCES)
 	cfg := mustWalk(t, fs, "ws/.git/config")
 	_, err = fs.Write(cfg, []byte("x"), 0)
@@ -196,7 +196,7 @@ func TestPolicyParentEscapes(t *testing.T) {
 	_ = holder
 	wantErrno(t, "rmdir a parent of hidden content", fs.Rmdir(a, "b"), syscall.ENOTEMPTY)
 	// Exchange with a directory holding protected content is refused too.
-	if _, err := fs.Mkdir(ws, "empty", 0o755); err != nil {
+	if _, err := fs.Mkdir(ws, "empty", 0o755, nil); err != nil {
 		t.Fatal(err)
 	}
 	wantErrno(t, "exchange with a protected dir", fs.Rename(ws, "empty", ws, "a", overlay.RenameExchange), syscall.EACCES)
@@ -319,14 +319,14 @@ func TestDotArtRefusedOfAnyType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := fs.Create(ws.Ino, "file", 0o644)
+	f, err := fs.Create(ws.Ino, "file", 0o644, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tries := map[string]func() error{
-		"mkdir":   func() error { _, err := fs.Mkdir(ws.Ino, ".art", 0o755); return err },
-		"symlink": func() error { _, err := fs.Symlink(ws.Ino, ".art", "evil"); return err },
-		"create":  func() error { _, err := fs.Create(ws.Ino, ".art", 0o644); return err },
+		"mkdir":   func() error { _, err := fs.Mkdir(ws.Ino, ".art", 0o755, nil); return err },
+		"symlink": func() error { _, err := fs.Symlink(ws.Ino, ".art", "evil", nil); return err },
+		"create":  func() error { _, err := fs.Create(ws.Ino, ".art", 0o644, nil); return err },
 		"link":    func() error { _, err := fs.Link(f.Ino, ws.Ino, ".art"); return err },
 		"rename":  func() error { return fs.Rename(ws.Ino, "file", ws.Ino, ".art", 0) },
 	}

@@ -18,7 +18,7 @@ import (
 
 // SchemaVersion is the newest schema this build knows. Open migrates older
 // repositories forward and refuses newer ones.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // Errors callers test for.
 var (
@@ -95,6 +95,12 @@ CREATE TABLE upper_blocks(
 	// migrateSyncedBlobs converts the blobs and drops synced.
 	`
 CREATE TABLE synced_dirs(workspace TEXT NOT NULL, dir TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY(workspace, dir));
+`,
+	// 2 → 3: the owner of an upper-layer node, for the session (trees
+	// record none); NULL is the mount's owner.
+	`
+ALTER TABLE upper_inodes ADD COLUMN uid INTEGER;
+ALTER TABLE upper_inodes ADD COLUMN gid INTEGER;
 `,
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -255,5 +256,41 @@ func TestOpenDoesNotConvertForeignFileToWAL(t *testing.T) {
 	db.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
 	if mode != "delete" {
 		t.Fatalf("journal mode is now %q", mode)
+	}
+}
+
+// Schema 2 → 3 adds the owner columns of upper-layer nodes; a row written
+// before has none (NULL: the mount's owner) and keeps everything else.
+func TestMigrateUpperOwners(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a.txt": "a"})
+	push(t, r, ws, "one")
+	wt, _, err := r.CreateWorktree("main", "mount", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`ALTER TABLE upper_inodes DROP COLUMN uid`,
+		`ALTER TABLE upper_inodes DROP COLUMN gid`,
+		fmt.Sprintf(`INSERT INTO upper_inodes(wt, ino, type, mode, nlink, size, mtime, ctime, atime) VALUES(%d, 7, 1, 420, 1, 3, 1, 2, 3)`, wt.ID),
+		`UPDATE meta SET value='2' WHERE key='schema_version'`,
+	} {
+		if _, err := r.DB.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	r = reopen(t, r)
+	var v string
+	if err := r.DB.QueryRow(`SELECT value FROM meta WHERE key='schema_version'`).Scan(&v); err != nil || v != "3" {
+		t.Fatalf("schema_version %q after the migration, %v", v, err)
+	}
+	var size int64
+	var uid, gid sql.NullInt64
+	if err := r.DB.QueryRow(`SELECT size, uid, gid FROM upper_inodes WHERE wt=? AND ino=7`, wt.ID).Scan(&size, &uid, &gid); err != nil {
+		t.Fatal(err)
+	}
+	if size != 3 || uid.Valid || gid.Valid {
+		t.Errorf("migrated row: size %d, owner %v:%v (want 3, NULL:NULL)", size, uid, gid)
 	}
 }

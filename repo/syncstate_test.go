@@ -121,6 +121,8 @@ func TestMigrateSyncState(t *testing.T) {
 				`CREATE TABLE synced(workspace TEXT PRIMARY KEY, enc INTEGER NOT NULL, data BLOB NOT NULL)`,
 				fmt.Sprintf(`INSERT INTO synced VALUES('%s', %d, x'%x')`, ws, enc, blob),
 				`DROP TABLE synced_dirs`,
+				`ALTER TABLE upper_inodes DROP COLUMN uid`,
+				`ALTER TABLE upper_inodes DROP COLUMN gid`,
 				`UPDATE meta SET value='1' WHERE key='schema_version'`,
 			} {
 				if _, err := r.DB.Exec(q); err != nil {
