@@ -123,6 +123,13 @@ func (fs *FS) load() error {
 	if r := fs.inodes[RootIno]; r != nil {
 		r.perm = policy.Write // the home itself is never below view
 	}
+	// Directory link counts are recomputed, not trusted: art before
+	// schema 3 stored 2 for every directory.
+	for _, n := range fs.inodes {
+		if n.typ == objects.TypeDir && n.nlink > 0 && !n.deleted {
+			n.nlink = 2 + fs.subdirs(n)
+		}
+	}
 	// The root may have been copied up; keep its lower tree otherwise.
 	if r := fs.inodes[RootIno]; r != nil && !r.upper {
 		r.lowerTree = fs.root

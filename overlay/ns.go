@@ -67,9 +67,54 @@ func (fs *FS) child(d *inode, name string) (*inode, error) {
 		return fs.admit(d, name, n)
 	}
 	n := newLowerInode(d.ino, e, fs.opts.Owner)
+	if n.typ == objects.TypeDir {
+		n.nlink = 2 + fs.subdirs(n)
+	}
 	fs.inodes[ino] = n
 	fs.xattrMem.Add(xattrBytes(n.xattrs))
 	return fs.admit(d, name, n)
+}
+
+// subdirs counts the directories directly in d, which a directory's link
+// count adds to its 2 (each one's ".." links it): those of its lower tree
+// no upper entry replaced or removed, and its upper ones. ns must be held.
+// A lower tree that cannot be read counts none; listing the directory
+// reports the damage.
+func (fs *FS) subdirs(d *inode) uint32 {
+	var n uint32
+	if !d.lowerTree.IsZero() {
+		if t, err := fs.r.LoadTree(d.lowerTree); err == nil {
+			for _, e := range t.Entries {
+				if e.Type != objects.TypeDir {
+					continue
+				}
+				if _, replaced := d.dirents[e.Name]; replaced {
+					continue
+				}
+				if c := fs.inodes[lowerIno(d.ino, e.Name)]; c != nil && c.deleted {
+					continue
+				}
+				n++
+			}
+		}
+	}
+	for _, c := range fs.liveDirents(d) {
+		if c.typ == objects.TypeDir {
+			n++
+		}
+	}
+	return n
+}
+
+// linkSubdir changes directory d's link count by delta: a subdirectory
+// made, removed or moved in or out.
+func (fs *FS) linkSubdir(d *inode, delta int) {
+	d.mu.Lock()
+	if d.nlink > 0 { // not removed
+		d.nlink = uint32(max(int(d.nlink)+delta, 2))
+	}
+	d.mu.Unlock()
+	fs.p.dirtyInode(d)
 }
 
 // admit applies the path policy to a node reached as name in d: hidden
@@ -323,6 +368,7 @@ func (fs *FS) newNode(d *inode, name string, typ objects.Type, mode uint32, owne
 	if typ == objects.TypeDir {
 		n.nlink = 2
 		n.dirents = map[string]uint64{}
+		fs.linkSubdir(d, +1)
 	}
 	fs.inodes[ino] = n
 	fs.copyUp(d)
@@ -584,6 +630,9 @@ func (fs *FS) remove(dir uint64, name string, isDir bool) error {
 	if err := fs.removeName(d, name); err != nil {
 		return err
 	}
+	if isDir {
+		fs.linkSubdir(d, -1)
+	}
 	fs.touchDir(d)
 	if n.upper || n.nlink > 1 || n.opens > 0 {
 		fs.copyUp(n)
@@ -710,6 +759,15 @@ func (fs *FS) Rename(dir uint64, name string, newDir uint64, newName string, fla
 		fs.setDirent(nd, newName, src.ino)
 		fs.relocate(src, nd, newName)
 		fs.relocate(dst, d, name)
+		if d != nd && (src.typ == objects.TypeDir) != (dst.typ == objects.TypeDir) {
+			if src.typ == objects.TypeDir { // it moved to nd, dst's non-directory to d
+				fs.linkSubdir(d, -1)
+				fs.linkSubdir(nd, +1)
+			} else {
+				fs.linkSubdir(nd, -1)
+				fs.linkSubdir(d, +1)
+			}
+		}
 		fs.touchDir(d)
 		fs.touchDir(nd)
 		return nil
@@ -741,7 +799,14 @@ func (fs *FS) Rename(dir uint64, name string, newDir uint64, newName string, fla
 	}
 	fs.setDirent(nd, newName, src.ino)
 	fs.relocate(src, nd, newName)
+	if src.typ == objects.TypeDir && d != nd {
+		fs.linkSubdir(d, -1)
+		fs.linkSubdir(nd, +1)
+	}
 	if dst != nil {
+		if dst.typ == objects.TypeDir {
+			fs.linkSubdir(nd, -1) // replaced
+		}
 		if dst.upper || dst.nlink > 1 || dst.opens > 0 {
 			fs.copyUp(dst)
 		}

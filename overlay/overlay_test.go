@@ -807,3 +807,64 @@ func TestSessionOnlyNodes(t *testing.T) {
 		t.Errorf("ws/a holds %s after the commit", got)
 	}
 }
+
+// A directory's link count is 2 plus its subdirectories, as on ext4, for
+// lower directories, through mkdir, rmdir, rename and exchange, and after
+// a reopen.
+func TestDirectoryLinkCounts(t *testing.T) {
+	e := newEnv(t, lower) // ws: a/{sub,x}, b/deep/er/z, top
+	nlink := func(p string) uint32 {
+		t.Helper()
+		a, err := e.walk(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Nlink
+	}
+	check := func(stage string, want map[string]uint32) {
+		t.Helper()
+		for p, n := range want {
+			if got := nlink(p); got != n {
+				t.Errorf("%s: %s has %d links, want %d", stage, p, got, n)
+			}
+		}
+	}
+	check("lower", map[string]uint32{"": 3, "ws": 4, "ws/a": 3, "ws/a/sub": 2, "ws/b": 3, "ws/b/deep": 3})
+	ws := e.ino("ws")
+	if _, err := e.fs.Mkdir(ws, "c", 0o755, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fs.Rename(e.ino("ws/a"), "sub", e.ino("ws/b"), "sub", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.fs.Create(ws, "f", 0o644, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Exchange a directory for a file across directories.
+	if err := e.fs.Rename(ws, "f", e.ino("ws/b"), "deep", overlay.RenameExchange); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint32{"ws": 6, "ws/a": 2, "ws/b": 3, "ws/c": 2, "ws/f": 3}
+	check("changed", want)
+	// Replace an empty directory by another, then remove one.
+	for _, p := range []string{"ws/c", "ws/b"} {
+		if _, err := e.fs.Mkdir(e.ino(p), "d", 0o755, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.fs.Rename(e.ino("ws/c"), "d", e.ino("ws/b"), "d", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fs.Unlink(e.ino("ws/a"), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.fs.Rmdir(ws, "a"); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]uint32{"ws": 5, "ws/b": 4, "ws/c": 2, "ws/f": 3, "ws/b/d": 2}
+	check("replaced and removed", want)
+	e.reopen()
+	check("reopened", want)
+	e.commit()
+	check("committed", want)
+}
