@@ -595,6 +595,44 @@ func TestOverlayCases(t *testing.T) {
 				}
 			}
 		}},
+		{"path of PATH_MAX below the workspace", func(t *testing.T, m *testMount) {
+			// As pjdfstest's */03.t build: a 4095-byte relative path.
+			name := strings.Repeat("p", 254)
+			deep := func(mk bool) (int, int) {
+				fd, err := unix.Open(m.WS(), unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := 0
+				for ; n+len(name)+1 < 4095; n += len(name) + 1 {
+					if mk {
+						if err := unix.Mkdirat(fd, name, 0o755); err != nil {
+							t.Fatalf("mkdir at %d bytes: %v", n, err)
+						}
+					}
+					sub, err := unix.Openat(fd, name, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+					unix.Close(fd)
+					if err != nil {
+						t.Fatalf("open at %d bytes: %v", n, err)
+					}
+					fd = sub
+				}
+				return fd, n
+			}
+			fd, n := deep(true)
+			leaf := strings.Repeat("f", 4095-n-1)
+			if err := unix.Mknodat(fd, leaf, unix.S_IFREG|0o644, 0); err != nil {
+				t.Fatalf("create the leaf of a %d-byte path: %v", n+len(leaf), err)
+			}
+			unix.Close(fd)
+			m.Commit("deep")
+			fd, _ = deep(false)
+			defer unix.Close(fd)
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, leaf, &st, 0); err != nil {
+				t.Errorf("the leaf after the commit: %v", err)
+			}
+		}},
 		{"mmap", func(t *testing.T, m *testMount) {
 			p := m.WS("big")
 			want, _ := os.ReadFile(p)

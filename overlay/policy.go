@@ -67,12 +67,14 @@ func canChange(n *inode) error {
 }
 
 // MaxPathLen bounds the length of a path in the home (from its root, as
-// "ws/a/b"): push and pull reach host files by full paths, which the host
-// workspace's own path prefixes and PATH_MAX (4096) bounds, so an agent
-// nesting directories past it would make them fail. 3 KiB leaves 1 KiB
-// for the host prefix. (A directory moved below another keeps its subtree,
-// which this checks only at the moved directory itself.)
-const MaxPathLen = 3 << 10
+// "ws/a/b"). A local disk takes any depth, and programs (pjdfstest among
+// them) build paths of PATH_MAX (4096) below their working directory, so
+// the bound is twice that; push and pull reach paths longer than one
+// system call takes by pieces (repo.atPath). It is there at all because
+// commit, diff and pull walk a tree recursively, holding a directory open
+// per level. (A directory moved below another keeps its subtree, which
+// this checks only at the moved directory itself.)
+const MaxPathLen = 8 << 10
 
 // pathLen is the length of d's path from the root ("ws/a" is 4); ns must
 // be held.

@@ -345,7 +345,7 @@ func (p *puller) plan(n *pullNode) error {
 			kid.op = opWrite
 			if n.host != nil && n.host.typ == objects.TypeDir {
 				var st unix.Stat_t
-				if unix.Lstat(filepath.Join(p.dir, filepath.FromSlash(rel)), &st) == nil {
+				if lstatPath(filepath.Join(p.dir, filepath.FromSlash(rel)), &st) == nil {
 					// Something the scan does not track (a socket, a
 					// device) holds the name.
 					p.blockers = append(p.blockers, QuotePath(rel)+" (a socket or device file is in the way; the commit has a "+e.Type.String()+" there)")
@@ -462,18 +462,19 @@ func (p *puller) planRemoval(n *pullNode) error {
 // entries the scan does not list (ignored files, sockets, devices): a
 // pull replacing h could not remove them.
 func (p *puller) holdsUntracked(h *hostEntry) bool {
-	ents, err := os.ReadDir(filepath.Join(p.dir, filepath.FromSlash(h.rel)))
+	fd, names, err := readDir(filepath.Join(p.dir, filepath.FromSlash(h.rel)))
 	if err != nil {
 		return true
 	}
+	unix.Close(fd)
 	kids := map[string]*hostEntry{}
 	for _, k := range h.kids {
 		kids[path.Base(k.rel)] = k
 	}
-	for _, e := range ents {
-		k := kids[e.Name()]
+	for _, name := range names {
+		k := kids[name]
 		switch {
-		case k == nil && strings.HasPrefix(e.Name(), pullTemp):
+		case k == nil && strings.HasPrefix(name, pullTemp):
 			// a dead pull's temporary, removed with the directory
 		case k == nil:
 			return true
@@ -941,7 +942,7 @@ func (p *puller) recordSynced(root *pullNode) error {
 			}
 			var st unix.Stat_t
 			abs := filepath.Join(p.dir, filepath.FromSlash(k.rel))
-			if err := unix.Lstat(abs, &st); errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			if err := lstatPath(abs, &st); errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
 				p.race(k) // removed by the host meanwhile (with what is below)
 				continue
 			} else if err != nil {

@@ -108,12 +108,12 @@ func (r *hostRoot) close() { unix.Close(r.fd) }
 // inode.
 func (r *hostRoot) open(rel string, ino uint64) (*os.File, error) {
 	abs := filepath.Join(r.path, filepath.FromSlash(rel))
-	fd, err := unix.Openat2(r.fd, filepath.FromSlash(rel), &unix.OpenHow{
+	fd, err := openBeneath(r.fd, filepath.FromSlash(rel), &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH,
 	})
 	if errors.Is(err, unix.ENOSYS) { // before Linux 5.6: the last component only
-		fd, err = unix.Open(abs, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		fd, err = openPath(abs, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	}
 	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
 		return nil, fmt.Errorf("open %s: %w", abs, errChanged)

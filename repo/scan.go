@@ -196,8 +196,8 @@ func (s *scanner) isRepoPath(abs string) bool {
 	if s.skipPath[abs] || strings.HasPrefix(abs, s.repoPath+"-wt") && strings.HasSuffix(abs, ".journal") {
 		return true
 	}
-	var st syscall.Stat_t
-	return syscall.Lstat(abs, &st) == nil && s.skipIno[[2]uint64{uint64(st.Dev), st.Ino}]
+	var st unix.Stat_t
+	return lstatPath(abs, &st) == nil && s.skipIno[[2]uint64{st.Dev, st.Ino}]
 }
 
 // holdsRepo reports whether the directory abs contains the repository.
@@ -348,15 +348,16 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 		}
 		if e.typ == objects.TypeSymlink {
 			p := filepath.Join(abs, name)
-			t, err := os.Readlink(p)
+			buf := make([]byte, objects.MaxTargetLen+1)
+			n, err := unix.Readlinkat(dfd, name, buf)
 			if err != nil {
 				return fmt.Errorf("read link %s: %w", p, err)
 			}
-			if t == "" || len(t) > objects.MaxTargetLen {
-				return fmt.Errorf("cannot store link %s: target length %d", p, len(t))
+			if n == 0 || n > objects.MaxTargetLen {
+				return fmt.Errorf("cannot store link %s: target length %d", p, n)
 			}
-			e.target = t
-			e.size = int64(len(t))
+			e.target = string(buf[:n])
+			e.size = int64(n)
 		}
 		dir.kids = append(dir.kids, e)
 	}
@@ -437,7 +438,7 @@ func isPullTemp(name string) (int, bool) {
 // its blocking mode back and forth, five calls per directory that cost a
 // push of an 11k-file tree several milliseconds.
 func readDir(abs string) (int, []string, error) {
-	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openPath(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, nil, err
 	}
