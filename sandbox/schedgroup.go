@@ -193,16 +193,21 @@ func leaveSchedGroup() {
 		return
 	}
 	moveInto(schedGroup.root)
-	// The sandbox's last processes may still be exiting (EBUSY); a
-	// group left behind is removed by the next art command.
-	for deadline := time.Now().Add(500 * time.Millisecond); ; {
-		err := os.Remove(schedGroup.dir)
+	removeGroup(schedGroup.dir, 500*time.Millisecond)
+	schedGroup.dir, schedGroup.root = "", ""
+}
+
+// removeGroup removes the cgroup dir, waiting up to patience for the
+// sandbox's last processes to finish exiting (EBUSY until then). A group
+// still busy after that is left for the next art command.
+func removeGroup(dir string, patience time.Duration) {
+	for deadline := time.Now().Add(patience); ; {
+		err := os.Remove(dir)
 		if err == nil || !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
-			break
+			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	schedGroup.dir, schedGroup.root = "", ""
 }
 
 // schedGroupRoot returns the mount point of the cpu controller's
@@ -334,6 +339,10 @@ func removeStaleSchedGroups(root string) {
 		if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) != syscall.ESRCH {
 			continue
 		}
-		os.Remove(d) // fails, harmlessly, while processes are left in it
+		// The dead art's sandbox dies with it (--die-with-parent), but
+		// its processes may still be leaving: a kill -9 of art during
+		// a FUSE request finds them unblocked only by the removal of
+		// the stale mount, just before this.
+		removeGroup(d, time.Second)
 	}
 }

@@ -300,3 +300,42 @@ func TestRunInSchedGroup(t *testing.T) {
 		t.Errorf("cgroup %s left after the sandbox: %v", dir, err)
 	}
 }
+
+// The group of an art killed by kill -9 is removed by the next command,
+// once the sandbox processes it still held have exited (they die with art,
+// but not at once: the crash campaign found one still leaving).
+func TestStaleSchedGroupRemovedOnceEmpty(t *testing.T) {
+	root, _, ok := schedGroupRoot()
+	if !ok {
+		t.Skip("this host needs no scheduling group: autogroup off, the process already in a cpu cgroup, or no writable cpu hierarchy (as non-root)")
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, fmt.Sprintf("%s%d-1", schedCgroupPrefix, dead.Process.Pid))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(dir)
+	leaving := exec.Command("cat") // the sandbox's last process, exiting at EOF
+	stdin, err := leaving.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leaving.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { leaving.Wait(); close(done) }()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(leaving.Process.Pid)), 0o644); err != nil {
+		stdin.Close()
+		t.Fatalf("move a process into the group: %v", err)
+	}
+	time.AfterFunc(50*time.Millisecond, func() { stdin.Close() })
+	removeStaleSchedGroups(root)
+	<-done
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the stale group %s is still there once its last process exited: %v", dir, err)
+	}
+}
