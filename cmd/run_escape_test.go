@@ -102,7 +102,8 @@ func TestRunEscapes(t *testing.T) {
 		{name: "kill outside pid", script: fmt.Sprintf("kill -9 %d", vpid)},
 		// The overlay makes device nodes for a caller the kernel lets
 		// (root on the host, for pjdfstest); the agent has no CAP_MKNOD.
-		{name: "make a device node in the home", script: "mknod disk b 8 0 && ls -l disk", needs: "mknod"},
+		{name: "make a block device node in the home", script: "mknod disk b 8 0 && ls -l disk", needs: "mknod"},
+		{name: "make a character device node in the home", script: "mknod null c 1 3 && ls -l null", needs: "mknod"},
 		{name: "secret in the environment", script: "env | grep -e xyz -e ART_", env: []string{"ART_SECRET_TOKEN=xyz"}},
 	}
 	for _, tc := range tests {

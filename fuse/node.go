@@ -274,7 +274,8 @@ func (n *Node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 // Mknod creates fifos, regular files, sockets and device nodes (the last
 // two for the session only: overlay.TypeSocket). The kernel lets only a
 // caller with CAP_MKNOD in the initial namespace make a device node, so an
-// agent in the sandbox cannot; the mount is nodev besides.
+// agent in the sandbox cannot, except the whiteout 0:0 (no device) that
+// Linux 5.8+ lets anyone make; the mount is nodev besides.
 func (n *Node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *gofuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.s.guard("mknod", &errno, time.Now())
 	var a overlay.Attr

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -616,7 +619,8 @@ func TestOwnersKeptForTheSession(t *testing.T) {
 	r, wt, fs := newWorktreeFS(t)
 	fs.Close()
 	mountOwner := Owner{UID: 1000, GID: 1000}
-	fs, err := Open(r, wt, Options{Owner: mountOwner})
+	// Quiet: the crash below makes the applier fail on purpose.
+	fs, err := Open(r, wt, Options{Owner: mountOwner, Log: log.New(io.Discard, "", 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -663,12 +667,23 @@ func TestOwnersKeptForTheSession(t *testing.T) {
 		}
 	}
 	check("made", fs, want)
-	// A crash: only the journal has the changes.
+	// A crash with the changes only in the journal: SQLite refuses them
+	// (as on a full disk), so they stay there for the replay.
+	fs.p.mu.Lock()
+	fs.p.beforeApply = func() error { return fmt.Errorf("insert: %w", syscall.ENOSPC) }
+	fs.p.mu.Unlock()
 	if err := fs.p.sync(false); err != nil {
 		t.Fatal(err)
 	}
 	fs.p.close()
 	fs.p.j.close()
+	if st, err := os.Stat(JournalPath(r, wt)); err != nil || st.Size() <= int64(len(journalHeader(wt))) {
+		t.Fatalf("the journal holds no record to replay: %v %v", st, err)
+	}
+	var rows int
+	if err := r.DB.QueryRow(`SELECT count(*) FROM upper_inodes WHERE wt=? AND uid IS NOT NULL`, wt.ID).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("%d owned rows already in SQLite (%v): the crash would not test the replay", rows, err)
+	}
 	fs, err = Open(r, wt, Options{Owner: mountOwner})
 	if err != nil {
 		t.Fatal(err)

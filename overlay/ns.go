@@ -77,9 +77,11 @@ func (fs *FS) child(d *inode, name string) (*inode, error) {
 
 // subdirs counts the directories directly in d, which a directory's link
 // count adds to its 2 (each one's ".." links it): those of its lower tree
-// no upper entry replaced or removed, and its upper ones. ns must be held.
-// A lower tree that cannot be read counts none; listing the directory
-// reports the damage.
+// no upper entry replaced or removed, and its upper ones, less those the
+// path policy hides (the count must not tell they are there; no one can
+// make or move one into a hidden name, so linkSubdir keeps it so). ns
+// must be held. A lower tree that cannot be read counts none; listing the
+// directory reports the damage.
 func (fs *FS) subdirs(d *inode) uint32 {
 	var n uint32
 	if !d.lowerTree.IsZero() {
@@ -94,12 +96,15 @@ func (fs *FS) subdirs(d *inode) uint32 {
 				if c := fs.inodes[lowerIno(d.ino, e.Name)]; c != nil && c.deleted {
 					continue
 				}
+				if fs.decide(d, e.Name, true) == policy.None {
+					continue
+				}
 				n++
 			}
 		}
 	}
-	for _, c := range fs.liveDirents(d) {
-		if c.typ == objects.TypeDir {
+	for name, c := range fs.liveDirents(d) {
+		if c.typ == objects.TypeDir && fs.decide(d, name, true) != policy.None {
 			n++
 		}
 	}

@@ -117,6 +117,23 @@ func TestPolicyNoneHidesEverywhere(t *testing.T) {
 	if got := names(t, fs, "ws/a/b"); got != "" {
 		t.Errorf("ws/a/b lists %q, want nothing", got)
 	}
+	// Nor do link counts tell how many hidden directories there are.
+	for _, p := range []string{"ws", "ws/a/b"} {
+		subdirs := 0
+		ino := mustWalk(t, fs, p)
+		ents, err := fs.Readdir(ino)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if e.Type == objects.TypeDir && e.Name != "." && e.Name != ".." {
+				subdirs++
+			}
+		}
+		if a, err := fs.Getattr(ino); err != nil || a.Nlink != uint32(2+subdirs) {
+			t.Errorf("%s: %d links for %d listed subdirectories: %v", p, a.Nlink, subdirs, err)
+		}
+	}
 	ws := mustWalk(t, fs, "ws")
 	// Hidden names cannot be created, linked to or renamed onto.
 	_, err := fs.Create(ws, ".env", 0o644, nil)

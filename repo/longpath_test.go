@@ -2,6 +2,7 @@ package repo
 
 import (
 	"errors"
+	"fmt"
 	"path"
 	"path/filepath"
 	"strings"
@@ -177,5 +178,52 @@ func TestAtPathErrors(t *testing.T) {
 	// Beneath stays beneath, piece by piece: ".." out of root is refused.
 	if _, err := openBeneath(root, strings.Repeat("../", 1500)+"etc/passwd", how); !errors.Is(err, unix.EXDEV) {
 		t.Errorf("openBeneath climbing out of its root: %v", err)
+	}
+}
+
+// openBeneath refuses a symbolic link in any piece of a long path, not
+// only the last (a directory swapped for a link after the scan must not
+// lead push anywhere else, at any depth).
+func TestOpenBeneathRefusesLinksInEveryPiece(t *testing.T) {
+	for _, level := range []int{5, 25} { // in the first piece, in the second
+		t.Run(fmt.Sprintf("link at level %d", level), func(t *testing.T) {
+			base := t.TempDir()
+			fd := openDeep(t, base, true)
+			writeAt(t, fd, "leaf", "x")
+			unix.Close(fd)
+			// Swap the directory at level for a link to it: the path
+			// still resolves if links are followed.
+			parent, err := unix.Open(base, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range level - 1 { // one level at a time: no path reaches it
+				sub, err := unix.Openat(parent, deepName, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+				unix.Close(parent)
+				if err != nil {
+					t.Fatal(err)
+				}
+				parent = sub
+			}
+			defer unix.Close(parent)
+			if err := unix.Renameat(parent, deepName, parent, "moved"); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Symlinkat("moved", parent, deepName); err != nil {
+				t.Fatal(err)
+			}
+			root, err := unix.Open(base, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(root)
+			how := &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS}
+			if fd, err := openBeneath(root, deepRel()+"/leaf", how); !errors.Is(err, unix.ELOOP) {
+				if err == nil {
+					unix.Close(fd)
+				}
+				t.Errorf("openBeneath through a link at level %d: %v, want ELOOP", level, err)
+			}
+		})
 	}
 }

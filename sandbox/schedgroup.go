@@ -142,7 +142,7 @@ func joinSchedGroup(limitsV2 bool) bool {
 	if !ok || v2 && limitsV2 {
 		return false
 	}
-	removeStaleSchedGroups(root)
+	removeStaleSchedGroups(root, 0)
 	schedGroup.seq++
 	dir := filepath.Join(root, fmt.Sprintf("%s%d-%d", schedCgroupPrefix, os.Getpid(), schedGroup.seq))
 	err := os.Mkdir(dir, 0o755)
@@ -325,13 +325,15 @@ func RemoveStaleSchedGroups() {
 	}
 	defer mi.Close()
 	if root := cpuHierarchyMount(mi, v2); root != "" {
-		removeStaleSchedGroups(root)
+		removeStaleSchedGroups(root, time.Second)
 	}
 }
 
 // removeStaleSchedGroups removes empty cgroups joinSchedGroup made in
-// processes that are gone (killed before they could remove them).
-func removeStaleSchedGroups(root string) {
+// processes that are gone (killed before they could remove them), waiting
+// up to patience for each to empty: only where a dead session was just
+// found, or a group that never empties would cost every art run.
+func removeStaleSchedGroups(root string, patience time.Duration) {
 	dirs, _ := filepath.Glob(filepath.Join(root, schedCgroupPrefix+"*-*"))
 	for _, d := range dirs {
 		f := strings.Split(strings.TrimPrefix(filepath.Base(d), schedCgroupPrefix), "-")
@@ -343,6 +345,6 @@ func removeStaleSchedGroups(root string) {
 		// its processes may still be leaving: a kill -9 of art during
 		// a FUSE request finds them unblocked only by the removal of
 		// the stale mount, just before this.
-		removeGroup(d, time.Second)
+		removeGroup(d, patience)
 	}
 }

@@ -333,7 +333,7 @@ func TestStaleSchedGroupRemovedOnceEmpty(t *testing.T) {
 		t.Fatalf("move a process into the group: %v", err)
 	}
 	time.AfterFunc(50*time.Millisecond, func() { stdin.Close() })
-	removeStaleSchedGroups(root)
+	removeStaleSchedGroups(root, time.Second)
 	<-done
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the stale group %s is still there once its last process exited: %v", dir, err)
