@@ -202,13 +202,18 @@ func (e *env) artIn(stdin io.Reader, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 	defer cancel()
 	c := e.artCmd(ctx, args...)
+	// A hung art is asked for its goroutines (Go prints them on SIGQUIT)
+	// before it is killed: the failure then says where it hung.
+	c.Cancel = func() error { return c.Process.Signal(syscall.SIGQUIT) }
+	c.WaitDelay = 10 * time.Second
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr, c.Stdin = &out, &errb, stdin
 	start := time.Now()
 	err := c.Run()
 	r := result{args: args, stdout: out.String(), stderr: errb.String(), dur: time.Since(start)}
 	if ctx.Err() != nil {
-		e.t.Fatalf("art %s hung (killed after %v)\n%s", strings.Join(args, " "), cmdTimeout, r)
+		e.t.Fatalf("art %s hung (stopped with SIGQUIT after %v)\nstdout:\n%s\nstderr, with its goroutines:\n%s",
+			strings.Join(args, " "), cmdTimeout, clip(r.stdout), r.stderr[max(0, len(r.stderr)-64<<10):])
 	}
 	var ee *exec.ExitError
 	switch {
