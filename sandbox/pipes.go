@@ -33,6 +33,7 @@ type savedTTY struct {
 	termios *unix.Termios
 	winsize *unix.Winsize // nil if unknown
 	excl    int           // TIOCGEXCL: exclusive mode was on
+	ldisc   int           // TIOCGETD: the line discipline (-1 if unknown)
 }
 
 // saveTTY records the settings of f if it is a terminal not yet saved.
@@ -49,6 +50,9 @@ func (p *pipeIO) saveTTY(f *os.File) {
 			s.winsize = ws
 		}
 		s.excl, _ = unix.IoctlGetInt(fd, unix.TIOCGEXCL)
+		if s.ldisc, err = unix.IoctlGetInt(fd, unix.TIOCGETD); err != nil {
+			s.ldisc = -1
+		}
 		p.ttys = append(p.ttys, s)
 	}
 }
@@ -150,6 +154,11 @@ func (p *pipeIO) close() {
 			}
 			if excl, err := unix.IoctlGetInt(t.fd, unix.TIOCGEXCL); err == nil && excl != 0 && t.excl == 0 {
 				_ = unix.IoctlSetInt(t.fd, unix.TIOCNXCL, 0)
+			}
+			// TIOCSETD needs no privilege: an agent switching the
+			// terminal to N_NULL would leave it discarding everything.
+			if ld, err := unix.IoctlGetInt(t.fd, unix.TIOCGETD); err == nil && t.ldisc >= 0 && ld != t.ldisc {
+				_ = unix.IoctlSetPointerInt(t.fd, unix.TIOCSETD, t.ldisc)
 			}
 			// Output the agent stopped (tcflow TCOOFF) would hang the
 			// user's terminal and art's own last message: resume it.

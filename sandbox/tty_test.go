@@ -411,7 +411,13 @@ func TestNonInteractiveRestoresTerminalSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd, resFile := startHelper(t, tt, baseConfig(t, "sh", "-c", "stty -echo raw rows 3 cols 7; echo changed"))
+	ldBefore, err := unix.IoctlGetInt(int(tt.s.Fd()), unix.TIOCGETD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// TIOCSETD to N_NULL (27): a terminal that discards all input and output.
+	script := `stty -echo raw rows 3 cols 7; echo changed; python3 -c 'import fcntl, struct; fcntl.ioctl(1, 0x5423, struct.pack("i", 27))' || echo no-null-ldisc >&2`
+	cmd, resFile := startHelper(t, tt, baseConfig(t, "sh", "-c", script))
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("helper: %v; output %q", err, tt.output())
 	}
@@ -427,5 +433,8 @@ func TestNonInteractiveRestoresTerminalSettings(t *testing.T) {
 	}
 	if ws, err := unix.IoctlGetWinsize(int(tt.s.Fd()), unix.TIOCGWINSZ); err != nil || *ws != *wsBefore {
 		t.Errorf("window size after the sandbox %+v, was %+v (%v)", ws, wsBefore, err)
+	}
+	if ld, err := unix.IoctlGetInt(int(tt.s.Fd()), unix.TIOCGETD); err != nil || ld != ldBefore {
+		t.Errorf("line discipline after the sandbox %d, was %d (%v)", ld, ldBefore, err)
 	}
 }
