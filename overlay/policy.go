@@ -104,6 +104,11 @@ func (fs *FS) checkNewName(d *inode, name string, isDir bool) error {
 		// own .art, once did): refuse it, of any type, whatever the policy.
 		return errAccess
 	}
+	if repo.IsPullTempName(name) && !isDir {
+		// Named like a pull's temporary: push would skip it and its
+		// presence would block every pull. Refuse it.
+		return errAccess
+	}
 	if fs.decide(d, name, isDir) < policy.Write {
 		return errAccess
 	}

@@ -353,3 +353,36 @@ func TestDotArtRefusedOfAnyType(t *testing.T) {
 		}
 	}
 }
+
+// No file may take a name of a pull's temporaries: push would skip it and
+// every later pull would find it in its way.
+func TestPullTempNamesRefused(t *testing.T) {
+	fs, _ := polFS(t, "")
+	ws, err := fs.Lookup(overlay.RootIno, "ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Create(ws.Ino, "file", 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = ".art-pull-tmp-1-ab"
+	tries := map[string]func() error{
+		"create":  func() error { _, err := fs.Create(ws.Ino, name, 0o644, nil); return err },
+		"symlink": func() error { _, err := fs.Symlink(ws.Ino, name, "x", nil); return err },
+		"fifo":    func() error { _, err := fs.Mkfifo(ws.Ino, name, 0o644, nil); return err },
+		"link":    func() error { _, err := fs.Link(f.Ino, ws.Ino, name); return err },
+		"rename":  func() error { return fs.Rename(ws.Ino, "file", ws.Ino, name, 0) },
+	}
+	for op, try := range tries {
+		if err := try(); overlay.Errno(err) != syscall.EACCES {
+			t.Errorf("%s %s: %v, want EACCES", op, name, err)
+		}
+	}
+	// Names that only look alike are fine.
+	for _, ok := range []string{".art-pull-tmp", ".art-pull-tmp-x-ab", ".art-pull-tmp-1-"} {
+		if _, err := fs.Create(ws.Ino, ok, 0o644, nil); err != nil {
+			t.Errorf("create %s: %v", ok, err)
+		}
+	}
+}

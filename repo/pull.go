@@ -328,6 +328,13 @@ func (p *puller) plan(n *pullNode) error {
 		if p.sc.excluded(rel, e.Type == objects.TypeDir) {
 			continue // never written: the host's own .art and ignored paths
 		}
+		if _, ok := isPullTemp(e.Name); ok && e.Type != objects.TypeDir {
+			// A pull's own temporaries are never content (push skips
+			// them, the next pull removes dead ones); one in a commit
+			// (an agent's file) would block every later pull.
+			p.say("SKIP", rel, " (named like a pull's temporary file, which is never written)")
+			continue
+		}
 		if p.sc.isRepoPath(filepath.Join(p.dir, filepath.FromSlash(rel))) {
 			// A stored entry named like the repository (another host's
 			// workspace, or an agent's file) never replaces it.
@@ -343,6 +350,13 @@ func (p *puller) plan(n *pullNode) error {
 		switch {
 		case h == nil:
 			kid.op = opWrite
+			if rel == ".artignore" && len(p.sc.synced) > 0 {
+				// New in a workspace synced before, it would decide
+				// what the next push leaves out (an agent's could hide
+				// the user's files from it, or, not a regular file,
+				// fail every command). A first pull takes it.
+				p.conflict(rel, "added in the commit; it decides what push leaves out, so review it, then pull with --force")
+			}
 			if n.host != nil && n.host.typ == objects.TypeDir {
 				var st unix.Stat_t
 				if lstatPath(filepath.Join(p.dir, filepath.FromSlash(rel)), &st) == nil {

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -376,8 +377,9 @@ func TestDotArtLinkNeverStoredOrWritten(t *testing.T) {
 	}
 }
 
-// An .artignore that is a fifo or a device fails the command with a clear
-// message instead of blocking or reading forever.
+// An .artignore that is a fifo, a device or a symbolic link fails the
+// command with a clear message instead of blocking, reading forever or
+// reading what the link names.
 func TestArtignoreMustBeRegular(t *testing.T) {
 	r := newTestRepo(t)
 	ws := newWorkspace(t, "ws")
@@ -389,10 +391,19 @@ func TestArtignoreMustBeRegular(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), ".artignore") || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("push with a fifo .artignore: %v", err)
 	}
-	os.Remove(filepath.Join(ws, ".artignore"))
-	os.Symlink("/dev/zero", filepath.Join(ws, ".artignore"))
-	if _, err := r.HostDrift(ws); err == nil || !strings.Contains(err.Error(), "not a regular file") {
-		t.Fatalf("status with .artignore -> /dev/zero: %v", err)
+	// Never through a link: not to a device, nor to a file the agent
+	// cannot read (a push as root would have read it for the agent).
+	secret := filepath.Join(t.TempDir(), "root-only")
+	writeFiles(t, filepath.Dir(secret), map[string]string{"root-only": "f\n"})
+	for _, target := range []string{"/dev/zero", secret} {
+		os.Remove(filepath.Join(ws, ".artignore"))
+		os.Symlink(target, filepath.Join(ws, ".artignore"))
+		if _, err := r.HostDrift(ws); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+			t.Fatalf("status with .artignore -> %s: %v", target, err)
+		}
+		if _, err := r.Push(context.Background(), PushOptions{Dir: ws}); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+			t.Fatalf("push with .artignore -> %s: %v", target, err)
+		}
 	}
 }
 
@@ -610,7 +621,10 @@ func TestPullDeletingArtignoreConflicts(t *testing.T) {
 	v1 := push(t, r, ws, "v1").Commit
 	os.Remove(filepath.Join(ws, ".artignore"))
 	gone := push(t, r, ws, "deleted").Commit
-	pull(t, r, ws, v1)
+	// Bringing it back is adding it (TestPullAddingArtignoreConflicts).
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: v1, Force: true}); err != nil {
+		t.Fatal(err)
+	}
 	_, err := r.Pull(PullOptions{Dir: ws, Commit: gone})
 	mustFail(t, err, ErrConflict)
 	if !strings.Contains(err.Error(), ".artignore (deleted in the commit") {
@@ -618,5 +632,70 @@ func TestPullDeletingArtignoreConflicts(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, ".artignore")); err != nil {
 		t.Fatal("the refused pull deleted .artignore")
+	}
+}
+
+// A commit adding an .artignore to a workspace synced before conflicts, as
+// changing one does: it decides what the next push leaves out. A first
+// pull into a new directory takes it.
+func TestPullAddingArtignoreConflicts(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n", "src/main.go": "package main\n"})
+	push(t, r, ws, "v1")
+	writeFiles(t, ws, map[string]string{".artignore": "src/\n"})
+	agent := push(t, r, ws, "an agent's .artignore").Commit
+	os.Remove(filepath.Join(ws, ".artignore"))
+	push(t, r, ws, "v3")
+	before := snapshot(t, ws)
+	_, err := r.Pull(PullOptions{Dir: ws, Commit: agent})
+	mustFail(t, err, ErrConflict)
+	if !strings.Contains(err.Error(), ".artignore (added in the commit") {
+		t.Errorf("message: %v", err)
+	}
+	if d := diffMaps(before, snapshot(t, ws)); d != "" {
+		t.Fatalf("the refused pull changed the host:\n%s", d)
+	}
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: agent, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(t.TempDir(), "ws")
+	pull(t, r, fresh, agent)
+	if _, err := os.Stat(filepath.Join(fresh, ".artignore")); err != nil {
+		t.Errorf("a first pull left out the .artignore: %v", err)
+	}
+}
+
+// A file named like a pull's temporary in a commit (an agent's) is never
+// written, and does not block the next pull.
+func TestPullSkipsPullTempNames(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n"})
+	c := push(t, r, ws, "v1").Commit
+	cm := mustCommit(t, r, c)
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := mustTree(t, r, wsTreeID(t, r, c, "ws")).Entries[0]
+	a.Name = ".art-pull-tmp-1-ab"
+	root, err := tx.ReplaceAt(cm.Tree, []string{"ws", a.Name}, &a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := tx.PutCommit(&objects.Commit{Tree: root, Parents: []objects.ID{c}, Message: "agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.Commit()
+	out := filepath.Join(t.TempDir(), "ws")
+	for i := range 2 {
+		if _, err := r.Pull(PullOptions{Dir: out, Commit: bad}); err != nil {
+			t.Fatalf("pull %d: %v", i+1, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(out, a.Name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pull wrote %s: %v", a.Name, err)
 	}
 }

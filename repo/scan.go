@@ -129,12 +129,19 @@ func compileIgnore(text string) gitignore.Matcher {
 const maxIgnoreSize = 1 << 20
 
 // readIgnoreFile reads .artignore, which must be a regular file (a fifo
-// would block every command, /dev/zero would never end) of at most 1 MiB.
+// would block every command, /dev/zero would never end) of at most 1 MiB,
+// and never through a symbolic link: an agent's .artignore linking to a
+// root-only file made a push as root read it, and tell by what it left
+// out what the file held.
 func readIgnoreFile(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, errors.New("a symbolic link, which art does not follow; replace it with a file of ignore patterns")
 	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), p)
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
@@ -404,6 +411,13 @@ func (s *scanner) matchSynced(dir *hostEntry) {
 			e.id, e.known = e.old.id, true
 		}
 	}
+}
+
+// IsPullTempName reports whether name is one a pull gives its temporary
+// files: the overlay refuses it, as push and pull never store it.
+func IsPullTempName(name string) bool {
+	_, ok := isPullTemp(name)
+	return ok
 }
 
 // isPullTemp reports whether name is a temporary of a pull
