@@ -25,10 +25,25 @@ var (
 	fastEnc = newEncoderPool(zstd.SpeedFastest)
 	goodEnc = newEncoderPool(zstd.SpeedBetterCompression)
 	zdec    = sync.OnceValue(func() *zstd.Decoder {
-		d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(64<<20))
+		d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(smallDecode))
+		return d
+	})
+	// zdecLarge decodes what smallDecode does not fit: trees of up to
+	// MaxTreeSize (a directory of many files, or with large xattrs).
+	zdecLarge = sync.OnceValue(func() *zstd.Decoder {
+		d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(MaxTreeSize))
 		return d
 	})
 )
+
+// MaxTreeSize bounds a tree's encoding; Encode refuses more, so that every
+// tree written can be read back (a directory of 1,024 files with a 64 KiB
+// xattr each encoded past the decoder's old 64 MiB and made its branch
+// unreadable). SQLite takes blobs of up to 10^9 bytes.
+const MaxTreeSize = 512 << 20
+
+// smallDecode is as much as one decoding by the shared decoder may produce.
+const smallDecode = 64 << 20
 
 // encoderPool lends encoders of one level. Encoders are made when every
 // existing one is busy, up to one per CPU and at most maxEncoders; beyond
@@ -96,7 +111,14 @@ func Decompress(data []byte, enc int, rawSize int) ([]byte, error) {
 	case EncRaw:
 		return data, nil
 	case EncZstd:
-		out, err := zdec().DecodeAll(data, make([]byte, 0, rawSize))
+		if rawSize < 0 || rawSize > MaxTreeSize {
+			return nil, fmt.Errorf("decompress: %w: size %d", ErrCorrupt, rawSize)
+		}
+		dec := zdec()
+		if rawSize > smallDecode {
+			dec = zdecLarge()
+		}
+		out, err := dec.DecodeAll(data, make([]byte, 0, rawSize))
 		if err != nil {
 			return nil, fmt.Errorf("decompress: %w: %v", ErrCorrupt, err)
 		}

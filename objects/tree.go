@@ -72,6 +72,7 @@ var (
 	ErrTreeNotOrdered = errors.New("tree entries not in strictly increasing name order")
 	ErrBadName        = errors.New("invalid entry name")
 	ErrNotCanonical   = errors.New("encoding is not canonical")
+	ErrTreeTooLarge   = errors.New("directory too large to record")
 	ErrCorrupt        = errors.New("object is corrupt")
 )
 
@@ -177,6 +178,9 @@ func (t *Tree) Encode() ([]byte, error) {
 			buf = append(buf, x.Name...)
 			buf = binary.AppendUvarint(buf, uint64(len(x.Value)))
 			buf = append(buf, x.Value...)
+		}
+		if len(buf) > MaxTreeSize {
+			return nil, fmt.Errorf("%w: %d entries take more than %d bytes (remove entries or xattrs from the directory)", ErrTreeTooLarge, len(t.Entries), MaxTreeSize)
 		}
 	}
 	return buf, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -249,5 +250,44 @@ func TestTreeCorruptionNeverGivesWrongValue(t *testing.T) {
 	}
 	if decoded == len(b)*3 {
 		t.Fatal("no flip was detected by the decoder at all")
+	}
+}
+
+// A tree encodes only up to MaxTreeSize, and one past the shared
+// decoder's 64 MiB (1,024 files with a 64 KiB xattr each) decodes again.
+func TestLargeTrees(t *testing.T) {
+	value := bytes.Repeat([]byte{'v'}, MaxXattrSize)
+	entry := func(name string, xattrs int) Entry {
+		e := Entry{Name: name, Type: TypeFifo, Mode: 0o644}
+		for i := range xattrs {
+			e.Xattrs = append(e.Xattrs, Xattr{Name: fmt.Sprintf("user.%03d", i), Value: value})
+		}
+		return e
+	}
+	var big Tree
+	for i := range 1100 {
+		big.Entries = append(big.Entries, entry(fmt.Sprintf("f%04d", i), 1))
+	}
+	raw, id, err := EncodeTree(&big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) <= smallDecode {
+		t.Fatalf("the tree is only %d bytes", len(raw))
+	}
+	data, enc := CompressSmall(raw)
+	back, err := Decompress(data, enc, len(raw))
+	if err != nil || Hash(back) != id {
+		t.Fatalf("a %d-byte tree does not decode: %v", len(raw), err)
+	}
+	var huge Tree
+	for i := range MaxTreeSize/(MaxXattrs*MaxXattrSize) + 1 {
+		huge.Entries = append(huge.Entries, entry(fmt.Sprintf("f%04d", i), MaxXattrs))
+	}
+	if _, _, err := EncodeTree(&huge); !errors.Is(err, ErrTreeTooLarge) {
+		t.Fatalf("a tree past MaxTreeSize: %v", err)
+	}
+	if _, err := Decompress(data, EncZstd, MaxTreeSize+1); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a stored size past MaxTreeSize: %v", err)
 	}
 }

@@ -255,7 +255,11 @@ func (fs *FS) foldDir(tx *repo.Tx, d *inode, files map[*inode]objects.ID) (objec
 		t.Entries = append(t.Entries, e)
 	}
 	t.Sort()
-	return tx.PutTree(&t)
+	id, err := tx.PutTree(&t)
+	if err != nil {
+		return objects.Zero, fmt.Errorf("directory /%s: %w", fs.pathOf(d), err)
+	}
+	return id, nil
 }
 
 // foldNode returns the tree entry for a node.

@@ -868,3 +868,37 @@ func TestDirectoryLinkCounts(t *testing.T) {
 	e.commit()
 	check("committed", want)
 }
+
+// A directory whose tree encodes past 64 MiB (1,024 files with a 64 KiB
+// xattr each, within the xattr memory bound) is committed, read back and
+// passes fsck: it used to make its branch unreadable.
+func TestCommitLargeDirectoryTree(t *testing.T) {
+	e := newEnv(t, nil)
+	ws, err := e.fs.Mkdir(overlay.RootIno, "ws", 0o755, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := bytes.Repeat([]byte{'x'}, 65530)
+	const files = 1024
+	for i := range files {
+		a, err := e.fs.Create(ws.Ino, fmt.Sprintf("f%04d", i), 0o644, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.fs.Released(a.Ino)
+		if err := e.fs.SetXattr(a.Ino, "user.x", value, 0, false); err != nil {
+			t.Fatalf("xattr of file %d: %v", i, err)
+		}
+	}
+	e.commit()
+	ents, err := e.fs.Readdir(e.ino("ws"))
+	if err != nil || len(ents) < files {
+		t.Fatalf("the committed directory lists %d entries: %v", len(ents), err)
+	}
+	if v, err := e.fs.GetXattr(e.ino("ws/f1023"), "user.x"); err != nil || len(v) != len(value) {
+		t.Errorf("xattr after the commit: %d bytes, %v", len(v), err)
+	}
+	if res, err := e.r.Fsck(nil); err != nil || len(res.Problems) > 0 {
+		t.Errorf("fsck: %v %v", res.Problems, err)
+	}
+}
