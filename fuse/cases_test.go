@@ -575,7 +575,7 @@ func TestOverlayCases(t *testing.T) {
 						t.Errorf("%s: %s: %v", stage, c.name, err)
 						continue
 					}
-					if st.Mode&unix.S_IFMT != c.ifmt || st.Rdev != c.rdev || st.Nlink != c.nlink {
+					if st.Mode&unix.S_IFMT != c.ifmt || st.Rdev != c.rdev || uint64(st.Nlink) != c.nlink {
 						t.Errorf("%s: %s: mode %o rdev %x nlink %d, want type %o rdev %x nlink %d", stage, c.name, st.Mode, st.Rdev, st.Nlink, c.ifmt, c.rdev, c.nlink)
 					}
 				}
