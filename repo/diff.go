@@ -311,7 +311,18 @@ func lineDiff(a, b string) []diffLine {
 		all = append(all, diffLine{' ', l})
 	}
 	midA, midB := strings.Join(la[pre:len(la)-suf], ""), strings.Join(lb[pre:len(lb)-suf], "")
-	if midA != "" || midB != "" {
+	if distinctLines(la[pre:len(la)-suf], lb[pre:len(lb)-suf]) > maxDiffLines {
+		// go-diff numbers the distinct lines as runes and panics past
+		// the last one (an agent's file of 1.1M distinct lines crashed
+		// art diff): so many are shown replaced whole, a correct diff if
+		// not the smallest.
+		for _, l := range la[pre : len(la)-suf] {
+			all = append(all, diffLine{'-', l})
+		}
+		for _, l := range lb[pre : len(lb)-suf] {
+			all = append(all, diffLine{'+', l})
+		}
+	} else if midA != "" || midB != "" {
 		dmp := diffmatchpatch.New()
 		ca, cb, lines := dmp.DiffLinesToChars(midA, midB)
 		for _, d := range dmp.DiffCharsToLines(dmp.DiffMain(ca, cb, false), lines) {
@@ -331,6 +342,28 @@ func lineDiff(a, b string) []diffLine {
 		all = append(all, diffLine{' ', l})
 	}
 	return all
+}
+
+// maxDiffLines bounds the distinct lines go-diff is given: it maps each
+// to a rune, and there are 1,112,064 of those.
+const maxDiffLines = 1 << 19
+
+// distinctLines counts the different lines in a and b together, stopping
+// once past maxDiffLines.
+func distinctLines(a, b []string) int {
+	if len(a)+len(b) <= maxDiffLines {
+		return len(a) + len(b) // at most that many: no need to count
+	}
+	seen := make(map[string]struct{}, maxDiffLines)
+	for _, side := range [][]string{a, b} {
+		for _, l := range side {
+			seen[l] = struct{}{}
+			if len(seen) > maxDiffLines {
+				return len(seen)
+			}
+		}
+	}
+	return len(seen)
 }
 
 // unified renders line diffs as hunks.

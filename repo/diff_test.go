@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -351,5 +352,27 @@ func TestLineDiff(t *testing.T) {
 		if w := whole(a, b); changed > w {
 			t.Fatalf("lineDiff(%q, %q) changes %d lines, go-diff on the whole texts %d", a, b, changed, w)
 		}
+	}
+}
+
+// More distinct lines than go-diff can number (an agent's file of 1.1M
+// distinct lines made art diff panic) are shown replaced whole.
+func TestLineDiffPastGoDiffsLimit(t *testing.T) {
+	var a, b strings.Builder
+	const n = 600_000 // per side: 1.2M distinct lines in all
+	for i := range n {
+		fmt.Fprintf(&a, "old %d\n", i)
+		fmt.Fprintf(&b, "new %d\n", i)
+	}
+	lines, st := unified("same\n"+a.String()+"end\n", "same\n"+b.String()+"end\n", 3)
+	if st.Added != n || st.Deleted != n {
+		t.Fatalf("%d added, %d deleted; want %d each", st.Added, st.Deleted, n)
+	}
+	if len(lines) == 0 || !strings.HasPrefix(lines[0], "@@ -1,") {
+		t.Fatalf("hunks: %q", lines[:min(len(lines), 3)])
+	}
+	// Under the limit, the same shape still gets go-diff's diff.
+	if got := distinctLines(strings.Split(a.String()[:1000], "\n"), nil); got > maxDiffLines {
+		t.Fatalf("distinctLines of a few lines: %d", got)
 	}
 }
