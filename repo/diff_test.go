@@ -371,8 +371,14 @@ func TestLineDiffPastGoDiffsLimit(t *testing.T) {
 	if len(lines) == 0 || !strings.HasPrefix(lines[0], "@@ -1,") {
 		t.Fatalf("hunks: %q", lines[:min(len(lines), 3)])
 	}
-	// Under the limit, the same shape still gets go-diff's diff.
-	if got := distinctLines(strings.Split(a.String()[:1000], "\n"), nil); got > maxDiffLines {
-		t.Fatalf("distinctLines of a few lines: %d", got)
+	// Many lines but few distinct ones still get go-diff's diff: one
+	// changed line among 1.2M is one line added and one deleted.
+	var c strings.Builder
+	for i := range 2 * n {
+		fmt.Fprintf(&c, "line %d\n", i%1000)
+	}
+	changed := strings.Replace(c.String(), "line 500\n", "line 500 changed\n", 1)
+	if _, st := unified(c.String(), changed, 3); st.Added != 1 || st.Deleted != 1 {
+		t.Fatalf("one line changed among %d repeating ones: %d added, %d deleted", 2*n, st.Added, st.Deleted)
 	}
 }

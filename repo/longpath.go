@@ -18,20 +18,15 @@ import (
 // and slack.
 const pathPiece = 4000
 
-// atPath returns a directory descriptor and a name for the *at system
-// calls that reach abs the way a call given abs itself would if the
-// kernel took paths of any length: AT_FDCWD and abs itself when it fits;
-// otherwise a descriptor of a directory far enough down (opened piece by
-// piece with O_PATH, following symbolic links on the way as a path
-// lookup does) and the rest of the path. done releases the descriptor.
-func atPath(abs string) (dfd int, name string, done func(), err error) {
-	if len(abs) < pathPiece {
-		return unix.AT_FDCWD, abs, func() {}, nil
-	}
-	dfd = unix.AT_FDCWD
-	rest := abs
+// walkPieces opens, from start, the directories on the way to path by
+// pieces that each fit in one call (open opens one piece as an O_PATH
+// directory), until what is left fits. It returns the last directory
+// opened (start itself when path already fits) and what is left; done
+// closes that directory unless it is start.
+func walkPieces(start int, path string, open func(dfd int, piece string) (int, error)) (dfd int, rest string, done func(), err error) {
+	dfd, rest = start, path
 	done = func() {
-		if dfd != unix.AT_FDCWD {
+		if dfd != start {
 			unix.Close(dfd)
 		}
 	}
@@ -42,15 +37,26 @@ func atPath(abs string) (dfd int, name string, done func(), err error) {
 			done()
 			return -1, "", func() {}, unix.ENAMETOOLONG // one name longer than a piece
 		}
-		fd, err := unix.Openat(dfd, rest[:cut], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := open(dfd, rest[:cut])
+		done()
 		if err != nil {
-			done()
 			return -1, "", func() {}, err
 		}
-		done()
 		dfd, rest = fd, rest[cut+1:]
 	}
 	return dfd, rest, done, nil
+}
+
+// atPath returns a directory descriptor and a name for the *at system
+// calls that reach abs the way a call given abs itself would if the
+// kernel took paths of any length: AT_FDCWD and abs itself when it fits;
+// otherwise a descriptor of a directory far enough down (opened piece by
+// piece, following symbolic links on the way as a path lookup does) and
+// the rest of the path. done releases the descriptor.
+func atPath(abs string) (dfd int, name string, done func(), err error) {
+	return walkPieces(unix.AT_FDCWD, abs, func(dfd int, piece string) (int, error) {
+		return unix.Openat(dfd, piece, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	})
 }
 
 // lstatPath is lstat(2) of a path of any length.
@@ -77,28 +83,12 @@ func openPath(abs string, flags int, mode uint32) (int, error) {
 // RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, piece by piece when rel is too long
 // for one call; every piece is resolved the same way.
 func openBeneath(root int, rel string, how *unix.OpenHow) (int, error) {
-	dfd := root
-	closeDir := func() {
-		if dfd != root {
-			unix.Close(dfd)
-		}
+	dfd, rest, done, err := walkPieces(root, filepath.Clean(rel), func(dfd int, piece string) (int, error) {
+		return unix.Openat2(dfd, piece, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: how.Resolve})
+	})
+	if err != nil {
+		return -1, err
 	}
-	defer func() { closeDir() }()
-	rel = filepath.Clean(rel)
-	for len(rel) >= pathPiece {
-		cut := strings.LastIndexByte(rel[:pathPiece], '/')
-		if cut <= 0 {
-			return -1, unix.ENAMETOOLONG
-		}
-		fd, err := unix.Openat2(dfd, rel[:cut], &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-			Resolve: how.Resolve,
-		})
-		if err != nil {
-			return -1, err
-		}
-		closeDir()
-		dfd, rel = fd, rel[cut+1:]
-	}
-	return unix.Openat2(dfd, rel, how)
+	defer done()
+	return unix.Openat2(dfd, rest, how)
 }
