@@ -84,9 +84,11 @@ the agent's home the same way.`,
 				r.SetWorktreeState(wt.ID, repo.StateInterrupted)
 				return fmt.Errorf("mount %s: %w", mp, err)
 			}
-			fmt.Fprintf(g.stderr, "art: %s mounted at %s (worktree #%d); Ctrl-C or SIGTERM unmounts and commits\n", branch, mp, wt.ID)
+			// Handle the signals before saying they are handled: a SIGTERM
+			// sent on that line used to kill art with nothing committed.
 			sig := make(chan os.Signal, 2)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			fmt.Fprintf(g.stderr, "art: %s mounted at %s (worktree #%d); Ctrl-C or SIGTERM unmounts and commits\n", branch, mp, wt.ID)
 			done := make(chan struct{})
 			go func() { srv.Wait(); close(done) }()
 			select {

@@ -769,3 +769,24 @@ func TestMountAfterKillOnSameMountPoint(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.wait(t)
 }
+
+// SIGTERM sent the moment art mount says that SIGTERM unmounts and
+// commits does exactly that: the handler was installed after the message,
+// and a signal on that line killed art with nothing committed.
+func TestMountSIGTERMRightAfterTheMessage(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	for i := range 10 {
+		os.RemoveAll(mnt)
+		os.Mkdir(mnt, 0o755)
+		p := c.startMount("main", mnt)
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.wait(t)
+		if p.err != nil {
+			t.Fatalf("try %d: art mount after an early SIGTERM: %v\n%s", i, p.err, p.stderr)
+		}
+		if mounted, _ := IsMountpoint(mnt); mounted {
+			t.Fatalf("try %d: %s still mounted after SIGTERM", i, mnt)
+		}
+	}
+}
