@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,6 +40,43 @@ func smallRepo(t *testing.T, e *env, size int) string {
 		}
 	})
 	e.db = filepath.Join(dir, "art.db")
+	return dir
+}
+
+// smallExt4 mounts a fresh ext4 filesystem of size bytes, reserving
+// reservedPct percent of it for root as mkfs.ext4 -m does, from an image
+// file through a loop device, and returns its directory. It is unmounted
+// at cleanup.
+func smallExt4(t *testing.T, e *env, size, reservedPct int) string {
+	t.Helper()
+	requireRoot(t)
+	mkfs, err := exec.LookPath("mkfs.ext4")
+	if err != nil {
+		t.Skipf("skipping: mkfs.ext4 is missing (%v); apt-get install -y e2fsprogs", err)
+	}
+	img := filepath.Join(e.base, "ext4.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, int64(size)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(mkfs, "-q", "-F", "-m", strconv.Itoa(reservedPct), img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	dir := filepath.Join(e.base, "ext4")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+		t.Skipf("skipping: cannot loop-mount an ext4 image here (%v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	e.trackMount(dir)
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
 	return dir
 }
 

@@ -72,7 +72,15 @@ func overlayOnSmallDisk(t *testing.T, size int) (string, *repo.Repo, *overlay.FS
 	t.Helper()
 	e := newEnv(t)
 	small := smallRepo(t, e, size)
-	r, err := repo.Init(e.db)
+	r, fs, logs := overlayOn(t, e.db)
+	return small, r, fs, logs
+}
+
+// overlayOn opens a worktree of a fresh repository at db, through the
+// overlay API (no FUSE), with the overlay's log captured.
+func overlayOn(t *testing.T, db string) (*repo.Repo, *overlay.FS, *syncBuf) {
+	t.Helper()
+	r, err := repo.Init(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +107,7 @@ func overlayOnSmallDisk(t *testing.T, size int) (string, *repo.Repo, *overlay.FS
 	if err != nil {
 		t.Fatal(err)
 	}
-	return small, r, fs, logs
+	return r, fs, logs
 }
 
 // writeBig writes n random bytes into a new file through the overlay and
@@ -171,6 +179,100 @@ func TestJournalLeavesRoomToApplySoDeletingABigFileFreesAFullDisk(t *testing.T) 
 		t.Fatalf("commit after freeing space: %v\n%s", err, logs)
 	}
 	fsckClean(t, r)
+}
+
+// art runs as root, and the agent's writes took what root may take: an
+// agent filled the repository's filesystem to its last megabyte, ext4's
+// root reserve included, and the host's own services then failed as on a
+// full disk. The agent now stops where an unprivileged user would; the
+// commit, art's own write, still fits in the reserve.
+func TestAgentWritesLeaveTheHostItsReserve(t *testing.T) {
+	e := newEnv(t)
+	// A reserve large enough for the commit, which stores a big file's
+	// data once more (as content-defined chunks; the session's blocks go
+	// at art gc).
+	dir := smallExt4(t, e, 160<<20, 50)
+	r, fs, logs := overlayOn(t, filepath.Join(dir, "art.db"))
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	reserve := int64(st.Bfree-st.Bavail) * st.Bsize
+	t.Logf("ext4 of %d MiB, %d MiB reserved for root", int64(st.Blocks)*st.Bsize>>20, reserve>>20)
+	// The agent writes 256 KiB and closes, again and again, and retries
+	// after ENOSPC until the applier has caught up: the disk really fills.
+	a, err := fs.Create(overlay.RootIno, "big", 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256<<10)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	fillRand(rng, buf)
+	var written []byte // what write(2) took: the commit must keep it all
+	for off, refused := 0, 0; refused < 20; {
+		if off > 160<<20 {
+			t.Fatalf("wrote %d bytes on a filesystem of %d without ENOSPC", off, int64(st.Blocks)*st.Bsize)
+		}
+		_, err := fs.Write(a.Ino, buf, int64(off))
+		if err == nil {
+			written = append(written[:off], buf...)
+			err = fs.Flush(a.Ino)
+		}
+		switch {
+		case errors.Is(err, syscall.ENOSPC):
+			refused++
+			time.Sleep(50 * time.Millisecond)
+		case err != nil:
+			t.Fatalf("write at %d: %v\n%s", off, err, logs)
+		default:
+			refused = 0
+			off += len(buf)
+			fillRand(rng, buf)
+		}
+	}
+	fs.Released(a.Ino)
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bfree) * st.Bsize
+	t.Logf("the agent saw ENOSPC with %.1f MiB free", float64(free)/(1<<20))
+	// SQLite's use of the space is estimated when a record is journaled
+	// (journal.go), and may overshoot by a little.
+	if free < reserve-2<<20 {
+		t.Fatalf("the agent's writes left %d bytes free, well below root's reserve of %d", free, reserve)
+	}
+	seen, err := fs.Statfs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if avail := int64(seen.Bavail) * seen.Bsize; avail > int64(st.Bavail)*st.Bsize {
+		t.Errorf("statfs in the mount says %d bytes available, more than the %d an unprivileged user has", avail, int64(st.Bavail)*st.Bsize)
+	}
+	// The agent's last write, refused at its flush, is still in memory:
+	// the commit, art's own write, keeps it, in the reserve (how much a
+	// commit may take of it is left to the filesystem, as for any root
+	// process: on a smaller reserve it fails cleanly, see TestFullDisk).
+	id, err := fs.Commit(overlay.CommitOptions{Message: "after the agent's full disk"})
+	if err != nil {
+		t.Fatalf("commit on the agent's full disk: %v\n%s", err, logs)
+	}
+	fsckClean(t, r)
+	c, err := r.LoadCommit(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ent, ok, err := r.Lookup(c.Tree, []string{"big"})
+	if err != nil || !ok {
+		t.Fatalf("big is not in the commit (%v)", err)
+	}
+	got, err := r.ReadFile(ent.ID, int64(ent.Size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sumBytes(got) != sumBytes(written) {
+		t.Fatalf("the commit holds %d bytes of big, not the %d write(2) took", len(got), len(written))
+	}
+	stats.verified(1, int64(len(got)))
 }
 
 // A journal append that failed on a full disk (the periodic one, for data

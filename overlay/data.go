@@ -497,7 +497,7 @@ func (fs *FS) Flush(ino uint64) error {
 	if clean {
 		return nil // a read-only open, or nothing new since the last snapshot
 	}
-	return fs.p.sync(false)
+	return fs.p.sync(false, agentRoom)
 }
 
 // Fsync is Flush plus an fsync of the journal, so the data survives a
@@ -509,7 +509,7 @@ func (fs *FS) Fsync(ino uint64) error {
 		fs.storeDirtyLocked(n)
 		n.mu.Unlock()
 	}
-	return fs.p.sync(true)
+	return fs.p.sync(true, agentRoom)
 }
 
 // Allocate implements fallocate mode 0 and KEEP_SIZE (space is not
@@ -713,13 +713,6 @@ func xattrBytes(xs []objects.Xattr) int64 {
 		n += int64(len(x.Name) + len(x.Value))
 	}
 	return n
-}
-
-// Statfs reports the free space of the filesystem holding the repository.
-func (fs *FS) Statfs() (syscall.Statfs_t, error) {
-	var st syscall.Statfs_t
-	err := syscall.Statfs(fs.r.Path, &st)
-	return st, err
 }
 
 // aclAccess is the xattr through which tools (cp -p, sed -i, tar) set

@@ -111,7 +111,7 @@ func TestCrashNeverShowsUnwrittenZeros(t *testing.T) {
 	if _, err := fs.Write(a.Ino, []byte("in memory only\n"), 12); err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.p.sync(false); err != nil {
+	if err := fs.p.sync(false, agentRoom); err != nil {
 		t.Fatal(err)
 	}
 	if got := readAfterCrash(t, r, wt, fs, "log"); got != "stored line\n" {
@@ -249,7 +249,7 @@ func TestSnapshotRacingFlushNeverShowsZeros(t *testing.T) {
 		fs.storeDirtyLocked(n)
 		n.mu.Unlock()
 	}
-	if err := fs.p.sync(false); err != nil {
+	if err := fs.p.sync(false, agentRoom); err != nil {
 		t.Fatal(err)
 	}
 	// The crash comes before the flush's own record.
@@ -378,7 +378,7 @@ func TestXattrMemoryOfGarbageAfterCrash(t *testing.T) {
 	if err := fs.Unlink(RootIno, "f"); err != nil {
 		t.Fatal(err)
 	}
-	if err := fs.p.sync(false); err != nil {
+	if err := fs.p.sync(false, agentRoom); err != nil {
 		t.Fatal(err)
 	}
 	if err := fs.p.close(); err != nil { // art dies with the file open
@@ -539,7 +539,7 @@ func TestUnnamedPendingChunksDropped(t *testing.T) {
 	}
 	settle := func() {
 		t.Helper()
-		if err := fs.p.sync(false); err != nil {
+		if err := fs.p.sync(false, agentRoom); err != nil {
 			t.Fatal(err)
 		}
 		if err := fs.p.drain(); err != nil {
@@ -672,7 +672,7 @@ func TestOwnersKeptForTheSession(t *testing.T) {
 	fs.p.mu.Lock()
 	fs.p.beforeApply = func() error { return fmt.Errorf("insert: %w", syscall.ENOSPC) }
 	fs.p.mu.Unlock()
-	if err := fs.p.sync(false); err != nil {
+	if err := fs.p.sync(false, agentRoom); err != nil {
 		t.Fatal(err)
 	}
 	fs.p.close()

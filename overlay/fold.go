@@ -40,7 +40,10 @@ func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
 		n.mu.Unlock()
 	}
 	fs.ns.Unlock()
-	if err := fs.p.sync(false); err != nil {
+	// The session's end journals what is left as art's own write, which
+	// may use the host's reserve (space.go): what the agent wrote and
+	// was not refused is kept.
+	if err := fs.p.sync(false, artRoom); err != nil {
 		return objects.Zero, err
 	}
 	if err := fs.p.drain(); err != nil {
@@ -125,7 +128,7 @@ func (fs *FS) Close() error {
 		n.mu.Unlock()
 	}
 	fs.ns.Unlock()
-	err := fs.p.sync(false)
+	err := fs.p.sync(false, artRoom) // as at commit
 	if err == nil {
 		err = fs.p.drain()
 	}

@@ -163,12 +163,12 @@ const journalReserve = 1 << 20
 // append writes one record with a single writev(2) (more only past
 // IOV_MAX pieces). pending is how many journaled bytes SQLite has not
 // absorbed yet: a record is refused with ENOSPC unless the filesystem
-// keeps room to apply it and them, or the journal could fill the disk
+// keeps room (by room's rule) to apply it and them, or the journal could fill the disk
 // with data nothing can apply and nothing can free. Applying n journaled
 // bytes takes about n in SQLite's WAL and, once the checkpoint copies
 // them, n more in the database file, while the journal still holds them;
 // a thirty-second of it covers page and frame headers.
-func (j *journal) append(rec *record, pending int64) error {
+func (j *journal) append(rec *record, pending int64, room spaceRule) error {
 	pieces := recordPieces(rec)
 	var size int
 	var sum uint32
@@ -183,10 +183,7 @@ func (j *journal) append(rec *record, pending int64) error {
 	frameLen := int64(len(hdr) + size)
 	var st syscall.Statfs_t
 	if err := syscall.Fstatfs(int(j.f.Fd()), &st); err == nil && st.Blocks > 0 {
-		free := int64(st.Bavail) * st.Bsize
-		if os.Geteuid() == 0 {
-			free = int64(st.Bfree) * st.Bsize // root may use the reserved blocks
-		}
+		free := room.space(&st)
 		apply := frameLen + pending
 		if free < frameLen+2*apply+apply/32+journalReserve {
 			return fmt.Errorf("append %d bytes to %s (%d free, %d not yet applied): %w", frameLen, j.path, free, pending, syscall.ENOSPC)

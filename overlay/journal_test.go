@@ -94,7 +94,7 @@ func TestJournalAppendPieces(t *testing.T) {
 			rec.chunks[id] = &pendingChunk{raw: data, enc: objects.EncRaw, data: data}
 			rec.blocks = append(rec.blocks, blockRow{key: blockKey{ino: uint64(n + 2), idx: int64(i)}, id: id, present: true})
 		}
-		if err := j.append(rec, 0); err != nil {
+		if err := j.append(rec, 0, agentRoom); err != nil {
 			t.Fatal(err)
 		}
 		want = append(want, rec)

@@ -240,7 +240,7 @@ func (p *persister) throttle() error {
 	if p.held.Load() <= p.heldLimit {
 		return nil
 	}
-	if err := p.sync(false); err != nil {
+	if err := p.sync(false, agentRoom); err != nil {
 		return err
 	}
 	select {
@@ -280,12 +280,13 @@ func (p *persister) pendingChunk(id objects.ID) ([]byte, bool) {
 
 // sync journals every change made before the call. With hard set, the
 // journal is also fsynced (fsync(2) promises survival of a power loss).
-func (p *persister) sync(hard bool) error {
+// room says whose space the record may take (space.go).
+func (p *persister) sync(hard bool, room spaceRule) error {
 	p.jmu.Lock()
 	defer p.jmu.Unlock()
 	rec := p.snapshot()
 	if !rec.empty() {
-		if err := p.j.append(rec, p.pendingBytes()); err != nil {
+		if err := p.j.append(rec, p.pendingBytes(), room); err != nil {
 			p.restore(rec)
 			if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 				p.fs.logf("journal upper layer: %v", err)
@@ -389,7 +390,7 @@ func (p *persister) loop() {
 			// A failure is logged by sync and leaves them dirty for the
 			// next try; it is no failure to apply what is journaled, so
 			// it must not fail drain.
-			p.sync(false)
+			p.sync(false, agentRoom)
 		case <-p.stop:
 			p.apply()
 			return
