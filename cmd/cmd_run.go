@@ -38,6 +38,7 @@ type runOptions struct {
 	timeout     time.Duration
 	memory      string
 	pids        int
+	tmpSize     string
 	user        string
 	trace       bool
 	traceLog    string
@@ -85,6 +86,7 @@ func addRunFlags(c *cobra.Command, o *runOptions) {
 	f.DurationVar(&o.timeout, "timeout", 0, "kill the sandbox after this long (exit 124), e.g. 30s, 10m")
 	f.StringVar(&o.memory, "memory", "", "memory limit, e.g. 512M, 2G")
 	f.IntVar(&o.pids, "pids", 0, "process limit")
+	f.StringVar(&o.tmpSize, "tmp-size", "", "size of each of the sandbox's in-memory /tmp, /dev/shm and /run, e.g. 2G; 0 for the kernel's default (default: a quarter of RAM; art as root only)")
 	f.StringVar(&o.user, "user", "", "host user the agent runs as when art runs as root (default nobody)")
 	f.BoolVar(&o.trace, "trace", false, "trace the agent's syscalls")
 	f.StringVar(&o.traceLog, "trace-log", "", "write the strace-like log here (default stderr)")
@@ -145,6 +147,18 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 		}
 		memory = m
 	}
+	tmpSize := sandbox.DefaultTmpSize()
+	switch o.tmpSize {
+	case "":
+	case "0":
+		tmpSize = 0
+	default:
+		m, err := sandbox.ParseSize(o.tmpSize)
+		if err != nil {
+			return runFail(fmt.Errorf("--tmp-size %q: %w (0 for the kernel's default)", o.tmpSize, err))
+		}
+		tmpSize = m
+	}
 	dir, err := repo.CheckWorkspaceDir(o.dir)
 	if err != nil {
 		return runFail(err)
@@ -178,7 +192,7 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	cfg := sandbox.Config{
 		Workspace: ws, Argv: argv, Interactive: o.interactive, Net: o.net, Env: o.env,
 		Term: os.Getenv("TERM"), Lang: os.Getenv("LANG"), User: o.user,
-		Binds: binds, Timeout: o.timeout, Memory: memory, Pids: o.pids,
+		Binds: binds, Timeout: o.timeout, Memory: memory, Pids: o.pids, TmpSize: tmpSize,
 	}
 	stdio := sandbox.Stdio{Stdin: g.stdin, Stdout: g.stdout, Stderr: g.stderr}
 

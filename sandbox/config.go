@@ -84,6 +84,13 @@ type Config struct {
 	// Result.Limits for the mechanism used.
 	Memory int64
 	Pids   int
+	// TmpSize, when > 0, is the size of each of the sandbox's in-memory
+	// filesystems (/tmp, /dev/shm, /run; tmpfs.go), set when the caller
+	// is root; 0 leaves the kernel's default, half of the host's memory
+	// each. DefaultTmpSize is what art run uses.
+	TmpSize int64
+	// sizer replaces sizeTmpfs in tests.
+	sizer func(pid int, size int64, alive func() bool) error
 
 	// SeccompFD, when set, is passed to bwrap as --seccomp (a compiled
 	// seccomp-bpf program, e.g. from the tracer package). Run does not
@@ -102,6 +109,9 @@ const (
 	fdStarted = 3 // the shim writes one byte here right before exec
 	fdInfo    = 4 // bwrap --info-fd: JSON with the host pid of the sandbox's pid 1
 	fdSeccomp = 5 // bwrap --seccomp, when Config.SeccompFD is set
+	// fdTmpfsDone: the shim waits to read a line here before the command
+	// runs, while Run sizes the sandbox's tmpfs mounts (sizesTmpfs).
+	fdTmpfsDone = 6
 )
 
 // identity is who bwrap (and so the agent) runs as.
@@ -305,7 +315,7 @@ type plan struct {
 
 // Args returns the bwrap arguments (without the bwrap path itself) that Run
 // would use for cfg. They refer to file descriptors 3 (start notification),
-// 4 (--info-fd) and 5 (--seccomp) that Run provides, so they are meant for
+// 4 (--info-fd), 5 (--seccomp) and 6 (tmpfs sized) that Run provides, so they are meant for
 // display and tests, not for running by hand.
 func Args(cfg Config) ([]string, error) {
 	p, err := makePlan(cfg, limitMechanism(cfg))
@@ -347,8 +357,8 @@ func makePlan(cfg Config, limits string) (*plan, error) {
 		}
 		cwd = GuestHome + "/" + filepath.ToSlash(ws)
 	}
-	if cfg.Memory < 0 || cfg.Pids < 0 {
-		return nil, errors.New("memory and process limits must not be negative")
+	if cfg.Memory < 0 || cfg.Pids < 0 || cfg.TmpSize < 0 {
+		return nil, errors.New("memory, process and tmpfs limits must not be negative")
 	}
 	id, err := agentIdentity(cfg.User)
 	if err != nil {
@@ -568,7 +578,12 @@ func shimScript(cfg Config, limits, setsid string) string {
 		}
 	}
 	fmt.Fprintf(&b, "printf x >&%d || exit 125\n", fdStarted)
-	fmt.Fprintf(&b, "exec %d>&- %d>&- %d<&-\n", fdStarted, fdInfo, fdSeccomp)
+	if sizesTmpfs(cfg) {
+		// Run answers once the tmpfs mounts are sized; end of file
+		// (art gone, or sizing failed) runs nothing.
+		fmt.Fprintf(&b, "read -r ok <&%d && [ \"$ok\" = sized ] || exit 125\n", fdTmpfsDone)
+	}
+	fmt.Fprintf(&b, "exec %d>&- %d>&- %d<&- %d<&-\n", fdStarted, fdInfo, fdSeccomp, fdTmpfsDone)
 	if setsid != "" {
 		fmt.Fprintf(&b, "exec %s -w -c -- \"$@\"", shQuote(setsid))
 	} else {

@@ -29,6 +29,7 @@ type helperSpec struct {
 	Home, Workspace string
 	Argv            []string
 	Interactive     bool
+	TmpSize         int64
 	Result          string // file to write the Result JSON to
 }
 
@@ -38,7 +39,7 @@ func helperMain(spec string) int {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
 	}
-	cfg := Config{Home: hs.Home, Workspace: hs.Workspace, Argv: hs.Argv, Interactive: hs.Interactive}
+	cfg := Config{Home: hs.Home, Workspace: hs.Workspace, Argv: hs.Argv, Interactive: hs.Interactive, TmpSize: hs.TmpSize}
 	res, err := Run(context.Background(), cfg, Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	out := struct {
 		Result
@@ -67,7 +68,7 @@ func helperCmd(t *testing.T, cfg Config) (*exec.Cmd, string) {
 
 func helperCmdAt(t *testing.T, cfg Config, resFile string) (*exec.Cmd, string) {
 	t.Helper()
-	spec, err := json.Marshal(helperSpec{Home: cfg.Home, Workspace: cfg.Workspace, Argv: cfg.Argv, Interactive: cfg.Interactive, Result: resFile})
+	spec, err := json.Marshal(helperSpec{Home: cfg.Home, Workspace: cfg.Workspace, Argv: cfg.Argv, Interactive: cfg.Interactive, TmpSize: cfg.TmpSize, Result: resFile})
 	if err != nil {
 		t.Fatal(err)
 	}

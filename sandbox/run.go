@@ -122,17 +122,34 @@ func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
 		return Result{ExitCode: 125}, err
 	}
 	defer infoR.Close()
+	// tmpfsR is the shim's end of the line saying the tmpfs mounts are
+	// sized (sizesTmpfs); nil when Run does not size them.
+	var tmpfsR, tmpfsW *os.File
+	if sizesTmpfs(cfg) {
+		if tmpfsR, tmpfsW, err = os.Pipe(); err != nil {
+			startedW.Close()
+			infoW.Close()
+			return Result{ExitCode: 125}, err
+		}
+		defer tmpfsW.Close()
+	}
 	closeChildEnds := func() {
 		startedW.Close()
 		infoW.Close()
+		if tmpfsR != nil {
+			tmpfsR.Close()
+		}
 	}
 
 	cmd := exec.Command(bwrap, p.args...)
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{startedW, infoW}
-	if cfg.SeccompFD != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, cfg.SeccompFD)
+	if cfg.SeccompFD != nil || tmpfsR != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, cfg.SeccompFD) // nil: fd 5 closed
+	}
+	if tmpfsR != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, tmpfsR)
 	}
 	cmd.SysProcAttr = p.sysProcAttr(cfg.Interactive)
 	if cg != nil {
@@ -189,14 +206,38 @@ func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
 		pio.start()
 	}
 
+	nsCh := make(chan *nsWatch, 1)
+	pidCh := make(chan *nsWatch, 1) // the same, for the tmpfs sizing
+	go func() {
+		w := watchNamespace(infoR)
+		pidCh <- w
+		nsCh <- w
+	}()
 	startedCh := make(chan bool, 1)
+	tmpfsErr := make(chan error, 1)
 	go func() {
 		var b [1]byte
 		n, _ := startedR.Read(b[:])
+		if n == 1 && tmpfsW != nil {
+			// The shim waits: no agent code has run yet.
+			var err error
+			if w := <-pidCh; w == nil {
+				err = errors.New("size the sandbox's tmpfs mounts: bwrap reported no sandbox process")
+			} else {
+				size := sizeTmpfs
+				if cfg.sizer != nil {
+					size = cfg.sizer
+				}
+				err = size(w.pid, cfg.TmpSize, w.alive)
+			}
+			if err == nil {
+				_, err = tmpfsW.WriteString("sized\n")
+			}
+			tmpfsW.Close() // the shim runs nothing unless told
+			tmpfsErr <- err
+		}
 		startedCh <- n == 1
 	}()
-	nsCh := make(chan *nsWatch, 1)
-	go func() { nsCh <- watchNamespace(infoR) }()
 
 	type waitResult struct {
 		ws  syscall.WaitStatus
@@ -312,6 +353,15 @@ loop:
 		res.ExitCode = 125
 		return res, setupError(p, cfg, wr.ws)
 	}
+	select {
+	case err := <-tmpfsErr:
+		if err != nil {
+			// The shim ran nothing.
+			res.ExitCode = 125
+			return res, fmt.Errorf("%w (--tmp-size 0 leaves them the kernel's default size, half of the host's memory each)", err)
+		}
+	default:
+	}
 	switch {
 	case wr.ws.Exited():
 		res.ExitCode = wr.ws.ExitStatus()
@@ -395,6 +445,7 @@ func unreachable(path string, id identity) string {
 // nsWatch follows the sandbox's pid 1 (bwrap's child in the new pid
 // namespace). When it is gone, every process of the sandbox is gone.
 type nsWatch struct {
+	pid   int
 	pidfd int
 }
 
@@ -413,7 +464,12 @@ func watchNamespace(r io.Reader) *nsWatch {
 	if err != nil {
 		return nil // already gone
 	}
-	return &nsWatch{pidfd: fd}
+	return &nsWatch{pid: info.ChildPid, pidfd: fd}
+}
+
+// alive reports whether the sandbox's pid 1 has not exited.
+func (n *nsWatch) alive() bool {
+	return unix.PidfdSendSignal(n.pidfd, 0, nil, 0) == nil
 }
 
 func (n *nsWatch) kill() {
