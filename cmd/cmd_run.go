@@ -85,7 +85,7 @@ func addRunFlags(c *cobra.Command, o *runOptions) {
 	f.StringArrayVar(&o.env, "env", nil, "set KEY=VALUE inside the sandbox (repeatable)")
 	f.DurationVar(&o.timeout, "timeout", 0, "kill the sandbox after this long (exit 124), e.g. 30s, 10m")
 	f.StringVar(&o.memory, "memory", "", "memory limit, e.g. 512M, 2G")
-	f.IntVar(&o.pids, "pids", 0, "process limit")
+	f.IntVar(&o.pids, "pids", 0, "process limit (default: processes and threads capped, as RLIMIT_NPROC, at a quarter of the host's pid_max, at most 16384)")
 	f.StringVar(&o.tmpSize, "tmp-size", "", "size of each of the sandbox's in-memory /tmp, /dev/shm and /run, e.g. 2G; 0 for the kernel's default (default: a quarter of RAM; art as root only)")
 	f.StringVar(&o.user, "user", "", "host user the agent runs as when art runs as root (default nobody)")
 	f.BoolVar(&o.trace, "trace", false, "trace the agent's syscalls")
@@ -192,7 +192,7 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	cfg := sandbox.Config{
 		Workspace: ws, Argv: argv, Interactive: o.interactive, Net: o.net, Env: o.env,
 		Term: os.Getenv("TERM"), Lang: os.Getenv("LANG"), User: o.user,
-		Binds: binds, Timeout: o.timeout, Memory: memory, Pids: o.pids, TmpSize: tmpSize,
+		Binds: binds, Timeout: o.timeout, Memory: memory, Pids: o.pids, TaskCap: sandbox.DefaultTaskCap(), TmpSize: tmpSize,
 	}
 	stdio := sandbox.Stdio{Stdin: g.stdin, Stdout: g.stdout, Stderr: g.stderr}
 

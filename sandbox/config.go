@@ -84,6 +84,10 @@ type Config struct {
 	// Result.Limits for the mechanism used.
 	Memory int64
 	Pids   int
+	// TaskCap, when > 0 and Pids is not set, caps the agent's processes
+	// and threads as RLIMIT_NPROC, whatever the host offers; 0: no cap.
+	// DefaultTaskCap is what art run uses.
+	TaskCap int
 	// TmpSize, when > 0, is the size of each of the sandbox's in-memory
 	// filesystems (/tmp, /dev/shm, /run; tmpfs.go), set when the caller
 	// is root; 0 leaves the kernel's default, half of the host's memory
@@ -357,7 +361,7 @@ func makePlan(cfg Config, limits string) (*plan, error) {
 		}
 		cwd = GuestHome + "/" + filepath.ToSlash(ws)
 	}
-	if cfg.Memory < 0 || cfg.Pids < 0 || cfg.TmpSize < 0 {
+	if cfg.Memory < 0 || cfg.Pids < 0 || cfg.TmpSize < 0 || cfg.TaskCap < 0 {
 		return nil, errors.New("memory, process and tmpfs limits must not be negative")
 	}
 	id, err := agentIdentity(cfg.User)
@@ -576,6 +580,9 @@ func shimScript(cfg Config, limits, setsid string) string {
 			// bash spells RLIMIT_NPROC -u, dash -p.
 			fmt.Fprintf(&b, "{ ulimit -u %d 2>/dev/null || ulimit -p %d; } %s\n", cfg.Pids, cfg.Pids, fail)
 		}
+	}
+	if cfg.Pids <= 0 && cfg.TaskCap > 0 {
+		fmt.Fprintf(&b, "{ ulimit -u %d 2>/dev/null || ulimit -p %d; } || { echo \"art-sandbox: cannot cap the number of processes\" >&2; exit 125; }\n", cfg.TaskCap, cfg.TaskCap)
 	}
 	fmt.Fprintf(&b, "printf x >&%d || exit 125\n", fdStarted)
 	if sizesTmpfs(cfg) {

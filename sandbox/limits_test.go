@@ -66,6 +66,48 @@ func TestPidsLimit(t *testing.T) {
 	}
 }
 
+// TaskCap caps the agent's processes when no Pids limit is set; an
+// explicit Pids replaces it.
+func TestTaskCap(t *testing.T) {
+	requireBwrap(t)
+	const script = `grep '^Max processes' /proc/self/limits; i=0; while [ $i -lt 100 ]; do sleep 987081 & i=$((i+1)); echo $i; done`
+	cases := []struct {
+		name      string
+		cap, pids int
+		wantMax   string // the soft RLIMIT_NPROC the agent sees
+		capped    bool
+	}{
+		{"cap alone", 40, 0, "40", true},
+		{"explicit pids wins", 40, 200, "", false},
+		{"no cap", 0, 0, "", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := baseConfig(t, "sh", "-c", script)
+			cfg.TaskCap, cfg.Pids = c.cap, c.pids
+			o := run(t, cfg, "")
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+			lines := strings.Split(strings.TrimSpace(o.Stdout), "\n")
+			limit := strings.Fields(lines[0])
+			if c.wantMax != "" && (len(limit) < 3 || limit[2] != c.wantMax) {
+				t.Errorf("RLIMIT_NPROC %q, want %s", lines[0], c.wantMax)
+			}
+			started, _ := strconv.Atoi(lines[len(lines)-1])
+			if capped := started < 100; capped != c.capped {
+				t.Errorf("started %d of 100 background processes: capped %v, want %v (stderr %q)", started, capped, c.capped, o.Stderr)
+			}
+			if pids := processesWith("sleep 987081"); len(pids) > 0 {
+				t.Errorf("background children survived: %v", pids)
+			}
+		})
+	}
+	if n := DefaultTaskCap(); n < 64 || n > 16384 {
+		t.Errorf("DefaultTaskCap() = %d, want 64..16384", n)
+	}
+}
+
 func TestMemoryLimit(t *testing.T) {
 	requireBwrap(t)
 	requireTool(t, "/usr/bin/python3")
