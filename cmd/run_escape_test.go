@@ -19,8 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artproject/art/sandbox"
 	"github.com/creack/pty"
 )
+
+// needsScopes marks escape attempts that Landlock scopes stop.
+const needsScopes = "landlock-scopes"
 
 func TestRunEscapes(t *testing.T) {
 	r := newRepo(t, map[string]string{"a.txt": "a\n"})
@@ -57,6 +61,25 @@ func TestRunEscapes(t *testing.T) {
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
 	connect := fmt.Sprintf(`python3 -c 'import socket; s = socket.create_connection(("127.0.0.1", %d), timeout=5); s.sendall(b"hello"); s.close()'`, port)
+	// A listener on an abstract unix socket of the host, reachable by
+	// name from the host's network namespace (--net shares it).
+	abstract := "art-escape-" + tag
+	aln, err := net.Listen("unix", "@"+abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aln.Close()
+	go func() {
+		for {
+			c, err := aln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			accepted <- "abstract"
+		}
+	}()
+	connectAbstract := fmt.Sprintf(`python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect("\0%s")'`, abstract)
 	noConnection := func(t *testing.T) {
 		select {
 		case m := <-accepted:
@@ -95,6 +118,8 @@ func TestRunEscapes(t *testing.T) {
 		{name: "the repository in the home", script: "ls -A /home/agent/WS/.art"},
 		{name: "list /root", script: `test -n "$(ls -A /root)"`},
 		{name: "loopback without --net", script: connect, after: noConnection},
+		{name: "abstract unix socket with --net", script: connectAbstract, args: []string{"--net"}, after: noConnection, needs: needsScopes},
+		{name: "abstract unix socket with --net --trace", script: connectAbstract, args: []string{"--net", "--trace", "--trace-log", "/dev/null"}, after: noConnection, needs: needsScopes},
 		{name: "mount", script: "mkdir -p /tmp/x && mount -t tmpfs none /tmp/x", needs: "mount"},
 		{name: "unshare", script: "unshare -r true", needs: "unshare"},
 		{name: "strace outside pid", script: fmt.Sprintf("timeout 5 strace -p %d -e trace=none -o /dev/null; test $? = 124", vpid), needs: "strace"},
@@ -108,7 +133,9 @@ func TestRunEscapes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.needs != "" {
+			if tc.needs == needsScopes && !sandbox.ScopesSupported() {
+				t.Skip("skipping: this kernel has no Landlock scopes (Linux 6.12+ with Landlock enabled), which close the host's abstract sockets")
+			} else if tc.needs != "" && tc.needs != needsScopes {
 				if _, err := exec.LookPath(tc.needs); err != nil {
 					t.Skipf("skipping: %s is not installed (%v); this escape attempt needs it", tc.needs, err)
 				}

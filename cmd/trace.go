@@ -107,6 +107,12 @@ func (st *sessionTrace) apply(cfg *sandbox.Config) {
 		done := make(chan error, 1)
 		opts := st.opts
 		opts.OnStart = func(*os.Process) { close(started) }
+		opts.BeforeStart = func() error { // as sandbox.Run's own starter
+			if _, err := sandbox.ScopeThread(); err != nil {
+				return fmt.Errorf("scope the sandbox: %w", err)
+			}
+			return nil
+		}
 		go func() {
 			res, err := tracer.Run(cmd, opts)
 			st.result = res

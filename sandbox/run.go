@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -375,17 +376,42 @@ loop:
 	return res, nil
 }
 
+// defaultStarter starts bwrap from a thread of its own in a Landlock
+// domain (ScopeThread), and waits for it there: the thread must live as
+// long as bwrap, whose parent-death signal (Pdeathsig) fires when the
+// thread that started it ends.
 func defaultStarter(cmd *exec.Cmd) (func() (syscall.WaitStatus, error), error) {
-	if err := cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	type ended struct {
+		ws  syscall.WaitStatus
+		err error
+	}
+	done := make(chan ended, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if _, err := ScopeThread(); err != nil {
+			started <- fmt.Errorf("scope the sandbox: %w", err)
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		err := cmd.Wait()
+		if cmd.ProcessState == nil {
+			done <- ended{0, err}
+			return
+		}
+		// I/O copy errors and ErrWaitDelay do not change how it ended.
+		done <- ended{cmd.ProcessState.Sys().(syscall.WaitStatus), nil}
+	}()
+	if err := <-started; err != nil {
 		return nil, err
 	}
 	return func() (syscall.WaitStatus, error) {
-		err := cmd.Wait()
-		if cmd.ProcessState == nil {
-			return 0, err
-		}
-		// I/O copy errors and ErrWaitDelay do not change how it ended.
-		return cmd.ProcessState.Sys().(syscall.WaitStatus), nil
+		e := <-done
+		return e.ws, e.err
 	}, nil
 }
 

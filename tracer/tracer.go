@@ -35,6 +35,11 @@ type Options struct {
 	// tracer's goroutine, before tracing begins), so a caller that must
 	// return once the process exists (sandbox.Starter) can.
 	OnStart func(p *os.Process)
+	// BeforeStart, when set, is called on the thread that starts the
+	// command, right before: what it sets on the thread (a Landlock
+	// domain, no_new_privs) passes to the command. An error is returned
+	// by Run and nothing is started.
+	BeforeStart func() error
 }
 
 // Result is how the traced command ended.
@@ -105,6 +110,12 @@ func Run(cmd *exec.Cmd, opts Options) (Result, error) {
 			}
 			done <- o
 		}()
+		if opts.BeforeStart != nil {
+			if err := opts.BeforeStart(); err != nil {
+				o.err = err
+				return
+			}
+		}
 		if err := cmd.Start(); err != nil {
 			o.err = err
 			return

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // trace runs cmd under Run with both sinks and returns the result and the
@@ -635,5 +637,30 @@ func TestArgvBounds(t *testing.T) {
 	}
 	if !strings.Contains(text, `, ...], `) {
 		t.Error("text log does not mark the cut argv")
+	}
+}
+
+// BeforeStart runs on the thread that starts the command, so what it sets
+// there passes to the command; its error starts nothing.
+func TestBeforeStart(t *testing.T) {
+	var out bytes.Buffer
+	cmd := exec.Command("/bin/grep", "^NoNewPrivs:", "/proc/self/status")
+	cmd.Stdout = &out
+	res, err := Run(cmd, Options{BeforeStart: func() error {
+		return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) // this thread only
+	}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if got := strings.Fields(out.String()); len(got) != 2 || got[1] != "1" {
+		t.Errorf("the command did not inherit what BeforeStart set: %q", out.String())
+	}
+	ran := filepath.Join(t.TempDir(), "ran")
+	_, err = Run(exec.Command("/bin/touch", ran), Options{BeforeStart: func() error { return errors.New("refused") }})
+	if err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("BeforeStart's error: %v", err)
+	}
+	if _, serr := os.Stat(ran); serr == nil {
+		t.Error("the command ran although BeforeStart failed")
 	}
 }
