@@ -717,3 +717,84 @@ func TestOwnersKeptForTheSession(t *testing.T) {
 	}
 	check("committed", fs, want)
 }
+
+// A session's temporary files (created, written, closed, deleted) leave
+// nothing in memory: 200,000 of them held 284 MB of art's memory.
+func TestDeletedFilesLeaveMemory(t *testing.T) {
+	_, _, fs := newWorktreeFS(t)
+	defer fs.Close()
+	before := len(fs.inodes)
+	for i := 0; i < 1000; i++ {
+		name := fmt.Sprintf("tmp%d", i)
+		a, err := fs.Create(RootIno, name, 0o644, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fs.Write(a.Ino, []byte("temporary\n"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Flush(a.Ino); err != nil {
+			t.Fatal(err)
+		}
+		switch i % 3 {
+		case 0: // closed, then deleted
+			fs.Released(a.Ino)
+			err = fs.Unlink(RootIno, name)
+		case 1: // deleted while open, then closed
+			err = fs.Unlink(RootIno, name)
+			fs.Released(a.Ino)
+		case 2: // replaced by a rename over it
+			var b Attr
+			if b, err = fs.Create(RootIno, name+".new", 0o644, nil); err == nil {
+				fs.Released(b.Ino)
+				fs.Released(a.Ino)
+				err = fs.Rename(RootIno, name+".new", RootIno, name, 0)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The files renamed over the others are alive: one per three.
+	if got, want := len(fs.inodes)-before, 1000/3; got > want+1 {
+		t.Errorf("%d nodes in memory after the deletions, want at most %d", got, want+1)
+	}
+}
+
+// A deletion whose journal append failed is journaled by the next one,
+// although the freed node is no longer in memory.
+func TestFailedAppendKeepsDeletionOfFreedNode(t *testing.T) {
+	r, wt, fs := newWorktreeFS(t)
+	a, err := fs.Create(RootIno, "gone", 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.Released(a.Ino)
+	if err := fs.Flush(a.Ino); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.p.drain(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Unlink(RootIno, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fs.inodes[a.Ino]; ok {
+		t.Fatal("the freed node is still in memory")
+	}
+	// The append fails: the record's keys go back.
+	fs.p.jmu.Lock()
+	rec := fs.p.snapshot()
+	fs.p.restore(rec)
+	fs.p.jmu.Unlock()
+	if err := fs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := r.DB.QueryRow(`SELECT count(*) FROM upper_inodes WHERE wt=? AND ino=?`, wt.ID, a.Ino).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 {
+		t.Errorf("the deleted file's row is still in the upper layer")
+	}
+}

@@ -536,6 +536,10 @@ func (p *persister) restore(rec *record) {
 	for _, r := range rec.inodes {
 		if n := p.fs.inodes[r.ino]; n != nil {
 			p.inodes[r.ino] = n
+		} else if _, newer := p.inodes[r.ino]; !newer && r.deleted {
+			// Freed and gone from the map (maybeFree): its deletion
+			// must still reach the journal.
+			p.inodes[r.ino] = &inode{ino: r.ino, deleted: true}
 		}
 	}
 	for _, d := range rec.dirents {
