@@ -25,7 +25,17 @@ overrides. Host files the repository never held are left alone, and a
 directory holding such files is never replaced, even with --force. The
 repository's own files are never written. A path the host changes while the
 pull runs is left as the host has it, and the pull ends with an error naming
-it.`,
+it.
+
+What git would run on this host is held back the same way, for review with
+'art diff' and --force: an executable file or link in a git directory's
+hooks (.git/hooks, a bare repository's, a submodule's) under a name git
+runs, a git config that gains a setting naming a command (core.fsmonitor,
+aliases starting with !, include.path and every other one outside a short
+list of inert settings such as user.email and remote URLs, read with git
+itself), and a .git file or link. An agent can write all of these, and git
+diff does not show them. What the workspace's last push stored is the
+user's own and goes through.`,
 		Example: `  art pull -m ~/src/app                   # the current branch
   art pull -m ~/src/app --commit attempt-2
   art pull -m /tmp/export --commit 1a2b3c4d`,

@@ -58,6 +58,8 @@ type pullNode struct {
 	// changed the entry while the pull ran, which then leaves it alone.
 	wrote *unix.Stat_t
 	raced bool
+	// hooks is set on a git directory's hooks directory (gitexec.go).
+	hooks bool
 }
 
 type puller struct {
@@ -77,6 +79,11 @@ type puller struct {
 	report  func(string)
 	ws      string       // workspace name, for reported paths
 	synced  []*hostEntry // the stored tree as written, for the sync state
+	commit  objects.ID   // the commit being pulled
+	// pushed is the workspace's tree in the commit's nearest ancestor
+	// made by art push (the host's own state; gitexec.go), once looked up.
+	pushed     objects.ID
+	pushedDone bool
 }
 
 // CheckPullTarget refuses targets that are, or lie inside, a symlink.
@@ -137,7 +144,7 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pull: create %s: %w", dir, err)
 	}
-	p := &puller{r: r, dir: dir, ws: name, report: o.Report, host: map[string]*hostEntry{}, touched: map[uint64]int{}}
+	p := &puller{r: r, dir: dir, ws: name, report: o.Report, host: map[string]*hostEntry{}, touched: map[uint64]int{}, commit: o.Commit}
 	if p.sc, err = newScanner(r, dir, nil); err != nil {
 		return nil, err
 	}
@@ -161,7 +168,7 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	}
 	if len(p.conflicts) > 0 && !o.Force {
 		sort.Strings(p.conflicts)
-		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: %d path(s) changed on the host since the last push/pull:\n  %s\n(push them first with 'art push', or overwrite them with --force)",
+		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: nothing was changed; %d path(s) need a decision:\n  %s\n(push host changes first with 'art push'; --force writes what the commit holds over all of them)",
 			ErrConflict, len(p.conflicts), strings.Join(p.conflicts, "\n  "))
 	}
 	if o.afterPlan != nil {
@@ -320,6 +327,7 @@ func (p *puller) plan(n *pullNode) error {
 	if err != nil {
 		return err
 	}
+	gitDir := looksLikeGitDir(n.name, t)
 	names := map[string]bool{}
 	for i := range t.Entries {
 		e := &t.Entries[i]
@@ -398,6 +406,9 @@ func (p *puller) plan(n *pullNode) error {
 				case len(kid.kids) > 0 && p.hasKept(kid) || p.holdsUntracked(h):
 					p.blockers = append(p.blockers, QuotePath(rel)+" (a directory holding files the repository never had; the commit has a "+e.Type.String()+" there)")
 				}
+				if err := p.checkGitRisk(gitDir, n, kid); err != nil {
+					return err
+				}
 				continue
 			}
 			ok, err := p.unchangedSinceSync(h)
@@ -407,6 +418,9 @@ func (p *puller) plan(n *pullNode) error {
 			if !ok {
 				p.conflict(rel, "changed on the host")
 			}
+		}
+		if err := p.checkGitRisk(gitDir, n, kid); err != nil {
+			return err
 		}
 		if e.Type == objects.TypeDir {
 			if err := p.plan(kid); err != nil {

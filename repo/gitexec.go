@@ -1,0 +1,307 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/artproject/art/objects"
+)
+
+// Some files in a workspace are code the host runs: git runs a repository's
+// hooks, and commands its config names (core.fsmonitor on every git
+// status, core.sshCommand, filter drivers, aliases starting with '!',
+// include.path pulling in any other file, and many more). An agent can
+// write them like any file, and a pull would install them where the user
+// then runs git, outside the sandbox, unseen (git diff does not show
+// .git). So pull treats writing them as a conflict, which --force accepts
+// once the user has reviewed them (art diff shows them):
+//
+//   - in a git directory (one named .git, or holding HEAD and objects or
+//     commondir: a bare repository, a submodule's or a worktree's), a
+//     config or config.worktree that gains a setting outside
+//     safeGitConfig, and an executable file or symbolic link created or
+//     made executable in hooks/ (or a link in place of hooks/), under a
+//     name git may run (no dot: git init's *.sample files are executable);
+//   - a .git file or link (it sends git to another directory).
+//
+// What the host itself had is no news: an entry as the workspace's last
+// art push stored it (in the pulled commit's nearest ancestor made by a
+// push; an agent cannot make one) is written without review, and a config
+// counts only the settings it gains over that and over the host's file.
+// Settings are read by git itself (git config --file - --list), so that
+// what is checked is exactly what git would run; where git is missing,
+// any change to such a config counts.
+
+// looksLikeGitDir reports whether a stored directory is a git directory.
+func looksLikeGitDir(name string, t *objects.Tree) bool {
+	if name == ".git" {
+		return true
+	}
+	var head, store bool
+	for _, e := range t.Entries {
+		switch {
+		case e.Name == "HEAD" && e.Type != objects.TypeDir:
+			head = true
+		case e.Name == "objects" && e.Type == objects.TypeDir, e.Name == "commondir" && e.Type == objects.TypeFile:
+			store = true
+		}
+	}
+	return head && store
+}
+
+// safeGitConfig lists the settings git never turns into a command: keys
+// as git config --list prints them (lower case section and key, the
+// subsection, if any, as "*").
+var safeGitConfig = wordSet(`
+core.repositoryformatversion core.filemode core.bare core.logallrefupdates
+core.ignorecase core.precomposeunicode core.symlinks core.autocrlf core.eol
+core.safecrlf core.quotepath core.compression core.bigfilethreshold
+core.checkstat core.trustctime core.untrackedcache core.splitindex
+core.commitgraph core.multipackindex core.sparsecheckout
+core.sparsecheckoutcone core.abbrev core.whitespace
+user.name user.email user.signingkey author.name author.email
+committer.name committer.email
+remote.*.url remote.*.pushurl remote.*.fetch remote.*.push remote.*.mirror
+remote.*.prune remote.*.tagopt remote.*.skipfetchall remote.*.promisor
+remote.*.partialclonefilter
+branch.*.remote branch.*.merge branch.*.rebase branch.*.pushremote
+branch.*.description
+submodule.*.url submodule.*.active submodule.*.branch
+init.defaultbranch pull.rebase pull.ff push.default push.autosetupremote
+fetch.prune fetch.prunetags merge.ff merge.conflictstyle rebase.autosquash
+rebase.autostash rerere.enabled gc.auto commit.gpgsign tag.gpgsign
+extensions.objectformat extensions.worktreeconfig extensions.refstorage
+extensions.preciousobjects extensions.partialclone
+color.ui diff.renames diff.algorithm diff.colormoved diff.mnemonicprefix
+diff.noprefix diff.renamelimit diff.indentheuristic status.showuntrackedfiles
+log.date advice.detachedhead index.version feature.manyfiles
+maintenance.auto maintenance.strategy`)
+
+// wordSet is the set of the words of s.
+func wordSet(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(s) {
+		m[w] = true
+	}
+	return m
+}
+
+// configKey turns a key as git config --list prints it
+// ("remote.origin.url") into its safeGitConfig form ("remote.*.url").
+func configKey(k string) string {
+	first := strings.IndexByte(k, '.')
+	last := strings.LastIndexByte(k, '.')
+	if first < 0 || first == last {
+		return k
+	}
+	return k[:first] + ".*" + k[last:]
+}
+
+// gitConfigEntries lists the settings of a git config file as git reads
+// it, one "key=value" each; ok is false when git is missing, or refuses
+// the file (git then refuses to run with it too, but it is not what the
+// user had).
+func gitConfigEntries(data []byte) (entries []string, ok bool) {
+	if len(data) == 0 {
+		return nil, true
+	}
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// --file - reads the config from stdin; includes are not followed
+	// (and are themselves settings outside safeGitConfig).
+	c := exec.CommandContext(ctx, git, "config", "--file", "-", "--no-includes", "--list", "--null")
+	c.Stdin = bytes.NewReader(data)
+	c.Env = []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME=/nonexistent", "PATH=/usr/bin:/bin"}
+	c.Dir = "/"
+	out, err := c.Output()
+	if err != nil {
+		return nil, false
+	}
+	for _, kv := range strings.Split(string(out), "\x00") {
+		if kv == "" {
+			continue
+		}
+		// --null prints "key\nvalue" (or "key" alone for a bare boolean).
+		k, v, _ := strings.Cut(kv, "\n")
+		entries = append(entries, strings.ToLower(k)+"="+v)
+	}
+	return entries, true
+}
+
+// unsafeGitSettings returns the keys that a config gains outside
+// safeGitConfig when its content goes from any of olds to new (sorted,
+// each once), or, when git cannot read them, a word saying so.
+func unsafeGitSettings(new []byte, olds ...[]byte) []string {
+	newEntries, ok := gitConfigEntries(new)
+	if !ok {
+		return []string{"settings git could not read here"}
+	}
+	had := map[string]bool{}
+	for _, old := range olds {
+		oldEntries, ok := gitConfigEntries(old)
+		if !ok {
+			return []string{"settings git could not read here"}
+		}
+		for _, e := range oldEntries {
+			had[e] = true
+		}
+	}
+	seen := map[string]bool{}
+	var keys []string
+	for _, e := range newEntries {
+		k, _, _ := strings.Cut(e, "=")
+		if had[e] || safeGitConfig[configKey(k)] || seen[k] {
+			continue
+		}
+		seen[k] = true
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// maxGitConfig bounds the config read for the check; a larger one counts
+// as unreadable.
+const maxGitConfig = 1 << 20
+
+// gitConfigRisk returns why writing stored entry e over the host's config
+// at rel (absent: h nil) needs the user's review, or "" when it does not.
+func (p *puller) gitConfigRisk(rel string, e *objects.Entry, h *hostEntry) (string, error) {
+	if e.Type != objects.TypeFile {
+		return "a git config that is not a regular file", nil
+	}
+	if e.Size > maxGitConfig {
+		return "a git config too large to check", nil
+	}
+	data, err := p.r.ReadFile(e.ID, int64(e.Size))
+	if err != nil {
+		return "", fmt.Errorf("pull: read %s from the commit: %w", rel, err)
+	}
+	var old []byte
+	if h != nil && h.typ == objects.TypeFile && h.size <= maxGitConfig {
+		root, err := openHostRoot(p.dir)
+		if err == nil {
+			if f, err := root.open(rel, h.ino); err == nil {
+				old, _ = io.ReadAll(io.LimitReader(f, maxGitConfig))
+				f.Close()
+			}
+			root.close()
+		}
+	}
+	olds := [][]byte{old}
+	if e, ok, err := p.pushedEntry(rel); err != nil {
+		return "", err
+	} else if ok && e.Type == objects.TypeFile && e.Size <= maxGitConfig {
+		pushed, err := p.r.ReadFile(e.ID, int64(e.Size))
+		if err != nil {
+			return "", fmt.Errorf("pull: read %s as last pushed: %w", rel, err)
+		}
+		olds = append(olds, pushed)
+	}
+	keys := unsafeGitSettings(data, olds...)
+	if len(keys) == 0 {
+		return "", nil
+	}
+	if len(keys) > 5 {
+		keys = append(keys[:5], "…")
+	}
+	return "a git config that sets " + strings.Join(keys, ", ") + ", which git may run as a command on this host", nil
+}
+
+// checkGitRisk records a conflict when writing kid, an entry of n (a git
+// directory when gitDir), would install code git runs on the host.
+func (p *puller) checkGitRisk(gitDir bool, n, kid *pullNode) error {
+	e, h := kid.stored, kid.host
+	why := ""
+	switch {
+	case e.Name == ".git" && e.Type != objects.TypeDir:
+		if kid.op == opWrite {
+			why = "a .git file or link, which sends git to another directory"
+		}
+	case gitDir && e.Type != objects.TypeDir && (e.Name == "config" || e.Name == "config.worktree"):
+		if kid.op == opWrite {
+			var err error
+			if why, err = p.gitConfigRisk(kid.rel, e, h); err != nil {
+				return err
+			}
+		}
+	case gitDir && e.Name == "hooks" && e.Type == objects.TypeDir:
+		kid.hooks = true
+	case n.hooks && e.Type != objects.TypeDir && !strings.Contains(e.Name, "."), gitDir && e.Name == "hooks":
+		// git runs hooks/NAME for a fixed list of names, none with a
+		// dot (git init's own *.sample files are executable and never
+		// run); below a link named hooks, anything may be.
+		runs := e.Type == objects.TypeSymlink || e.Type == objects.TypeFile && e.Mode&0o111 != 0
+		madeRunnable := kid.op == opKeep && h != nil && h.typ == objects.TypeFile && h.mode&0o111 == 0
+		if runs && (kid.op == opWrite || madeRunnable) {
+			pushed, ok, err := p.pushedEntry(kid.rel)
+			if err != nil {
+				return err
+			}
+			if !ok || !sameRunnable(&pushed, e) {
+				why = "a git hook, which git runs as a command on this host"
+			}
+		}
+	}
+	if why != "" {
+		p.conflict(kid.rel, why+"; review it (art diff), then pull with --force")
+	}
+	return nil
+}
+
+// sameRunnable reports whether two entries are the same program: type,
+// content or target, and executable bits.
+func sameRunnable(a, b *objects.Entry) bool {
+	return a.Type == b.Type && a.ID == b.ID && a.Target == b.Target && a.Mode&0o111 == b.Mode&0o111
+}
+
+// maxPushSearch bounds the walk back to the last push.
+const maxPushSearch = 10000
+
+// pushedEntry returns the entry at rel (workspace-relative) as the
+// workspace's last art push stored it: in the pulled commit or its
+// nearest first-parent ancestor made by a push of this workspace.
+func (p *puller) pushedEntry(rel string) (objects.Entry, bool, error) {
+	if !p.pushedDone {
+		p.pushedDone = true
+		id := p.commit
+		for i := 0; i < maxPushSearch && !id.IsZero(); i++ {
+			c, err := p.r.LoadCommit(id)
+			if err != nil {
+				return objects.Entry{}, false, fmt.Errorf("pull: find the last push: %w", err)
+			}
+			if s := c.Session; s != nil && s.Mode == "push" && s.Workspace == p.ws {
+				ws, ok, err := p.r.Lookup(c.Tree, []string{p.ws})
+				if err != nil {
+					return objects.Entry{}, false, fmt.Errorf("pull: find the last push: %w", err)
+				}
+				if ok && ws.Type == objects.TypeDir {
+					p.pushed = ws.ID
+				}
+				break
+			}
+			if len(c.Parents) == 0 {
+				break
+			}
+			id = c.Parents[0]
+		}
+	}
+	if p.pushed.IsZero() {
+		return objects.Entry{}, false, nil
+	}
+	e, ok, err := p.r.Lookup(p.pushed, strings.Split(rel, "/"))
+	if err != nil {
+		return objects.Entry{}, false, fmt.Errorf("pull: read %s as last pushed: %w", rel, err)
+	}
+	return e, ok, nil
+}
