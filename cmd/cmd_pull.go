@@ -29,8 +29,9 @@ it.
 
 What git would run on this host is held back the same way, for review with
 'art diff' and --force: an executable file or link in a git directory's
-hooks (.git/hooks, a bare repository's, a submodule's) under a name git
-runs, a git config that gains a setting naming a command (core.fsmonitor,
+hooks (.git/hooks, a bare repository's, a submodule's, the workspace's
+core.hooksPath) under a name git runs, a commondir or gitdir file, a git
+config that gains a setting naming a command (core.fsmonitor,
 aliases starting with !, include.path and every other one outside a short
 list of inert settings such as user.email and remote URLs, read with git
 itself), and a .git file or link. An agent can write all of these, and git

@@ -108,7 +108,7 @@ func (st *sessionTrace) apply(cfg *sandbox.Config) {
 		opts := st.opts
 		opts.OnStart = func(*os.Process) { close(started) }
 		opts.BeforeStart = func() error { // as sandbox.Run's own starter
-			if _, err := sandbox.ScopeThread(); err != nil {
+			if _, err := sandbox.ScopeThread(cmd.Path); err != nil {
 				return fmt.Errorf("scope the sandbox: %w", err)
 			}
 			return nil

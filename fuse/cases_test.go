@@ -282,6 +282,48 @@ func TestOverlayCases(t *testing.T) {
 			wantMissing(t, m.WS("file"))
 			wantContent(t, m.WS("keep", "alias"), "after remount")
 		}},
+		// A descriptor that holds a node without an open (O_PATH, a
+		// directory, a working directory) still stats it once it is
+		// removed, as on ext4; and files made and removed leave art's
+		// memory once the kernel forgets them.
+		{"removed_node_stat_and_memory", func(t *testing.T, m *testMount) {
+			os.WriteFile(m.WS("made"), []byte("made in the session"), 0o644)
+			os.Mkdir(m.WS("madedir"), 0o755)
+			for _, name := range []string{"made", "madedir", "file"} {
+				fd, err := unix.Open(m.WS(name), unix.O_PATH, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.Remove(m.WS(name))
+				var st unix.Stat_t
+				if err := unix.Fstat(fd, &st); err != nil {
+					t.Errorf("%s: fstat after removal: %v", name, err)
+				}
+				unix.Close(fd)
+			}
+			nodes, _ := m.OFS.NodeCounts()
+			for i := 0; i < 2000; i++ {
+				p := m.WS(fmt.Sprintf("churn%d", i))
+				if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The kernel sends its forgets on its own time.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				after, freed := m.OFS.NodeCounts()
+				if after <= nodes+10 && freed <= 10 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after 2,000 files made and removed: %d nodes (%d before), %d freed ones not forgotten", after, nodes, freed)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}},
 		{"unlinked_open_file", func(t *testing.T, m *testMount) {
 			for _, name := range []string{"file", "big", "upper"} {
 				p := m.WS(name)

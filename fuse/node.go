@@ -74,6 +74,12 @@ type Node struct {
 
 func (n *Node) ino() uint64 { return n.StableAttr().Ino }
 
+var _ = (fs.NodeOnForgetter)((*Node)(nil))
+
+// OnForget: the kernel holds the node no more; a freed one's attributes
+// can go (overlay.FS.Forget).
+func (n *Node) OnForget() { n.s.ofs.Forget(n.ino()) }
+
 // guard turns a panic in a request into EIO and a log line, and records
 // the request's latency when ART_DEBUG_LATENCY is set.
 func (s *shared) guard(op string, errno *syscall.Errno, start time.Time) {

@@ -242,10 +242,7 @@ func (fs *FS) Write(ino uint64, p []byte, off int64) (int, error) {
 			b = b[:need] // bytes past a block's length are always zero
 		}
 		copy(b[inBlock:], p[done:done+c])
-		if n.dirty == nil {
-			n.dirty = map[int64][]byte{}
-		}
-		n.dirty[idx] = b
+		fs.putDirty(n, idx, b)
 		done += c
 	}
 	if end > n.size {
@@ -255,10 +252,48 @@ func (fs *FS) Write(ino uint64, p []byte, off int64) (int, error) {
 	now := time.Now().UnixNano()
 	n.mtime, n.ctime = now, now
 	fs.p.dirtyInodeLocked(n)
-	if len(n.dirty)*BlockSize > dirtyLimit {
+	if len(n.dirty)*BlockSize > dirtyLimit || fs.dirtyBlocks.Load()*BlockSize > fs.dirtyTotalLimit() {
 		fs.storeDirtyLocked(n)
 	}
 	return done, nil
+}
+
+// dirtyTotalLimit is how much unflushed data all files together may hold
+// in memory (Options.MaxDirty; default 256 MiB): past it, each write
+// stores its file's blocks, which then count against the persister's
+// limit and the agent's share of the disk. With only the per-file bound,
+// an agent's many open files each kept 16 MiB in art's memory, for the
+// session's end to journal it all, past the disk's reserve for the host.
+func (fs *FS) dirtyTotalLimit() int64 {
+	if fs.opts.MaxDirty > 0 {
+		return fs.opts.MaxDirty
+	}
+	return 256 << 20
+}
+
+// putDirty sets dirty block idx of n; n.mu must be held.
+func (fs *FS) putDirty(n *inode, idx int64, b []byte) {
+	if n.dirty == nil {
+		n.dirty = map[int64][]byte{}
+	}
+	if _, ok := n.dirty[idx]; !ok {
+		fs.dirtyBlocks.Add(1)
+	}
+	n.dirty[idx] = b
+}
+
+// dropDirty forgets dirty block idx of n; n.mu must be held.
+func (fs *FS) dropDirty(n *inode, idx int64) {
+	if _, ok := n.dirty[idx]; ok {
+		delete(n.dirty, idx)
+		fs.dirtyBlocks.Add(-1)
+	}
+}
+
+// clearDirty forgets all of n's dirty blocks; n.mu must be held.
+func (fs *FS) clearDirty(n *inode) {
+	fs.dirtyBlocks.Add(-int64(len(n.dirty)))
+	n.dirty = nil
 }
 
 // blockCap is the capacity of a dirty block's buffer that must hold need
@@ -344,7 +379,7 @@ func (fs *FS) storeDirtyLocked(n *inode) {
 		n.blocks[b.idx] = b.id
 		fs.p.storedBlock(n.ino, b.idx, b.id)
 	}
-	n.dirty = nil
+	fs.clearDirty(n)
 	fs.p.dirtyInodeLocked(n)
 }
 
@@ -461,15 +496,12 @@ func (fs *FS) truncateLocked(n *inode, size int64) error {
 		keep := int(min(int64(len(b)), inLast))
 		nb := make([]byte, keep, blockCap(keep, 0))
 		copy(nb, b)
-		if n.dirty == nil {
-			n.dirty = map[int64][]byte{}
-		}
-		n.dirty[last] = nb
+		fs.putDirty(n, last, nb)
 		last++
 	}
 	for idx := range n.dirty {
 		if idx >= last {
-			delete(n.dirty, idx)
+			fs.dropDirty(n, idx)
 		}
 	}
 	for idx := range n.blocks {

@@ -759,6 +759,24 @@ func TestDeletedFilesLeaveMemory(t *testing.T) {
 	if got, want := len(fs.inodes)-before, 1000/3; got > want+1 {
 		t.Errorf("%d nodes in memory after the deletions, want at most %d", got, want+1)
 	}
+	// Until the kernel forgets them, the freed ones' attributes remain,
+	// for fstat of a descriptor that holds one without an open.
+	_, freed := fs.NodeCounts()
+	if freed < 600 {
+		t.Fatalf("%d freed nodes keep their attributes, want the 666 deleted", freed)
+	}
+	for ino := range fs.dead {
+		a, err := fs.Getattr(ino)
+		if err != nil || a.Nlink != 0 || a.Ino != ino {
+			t.Fatalf("Getattr of a freed node: %+v, %v; want its attributes with no link", a, err)
+		}
+	}
+	for ino := range fs.dead {
+		fs.Forget(ino)
+	}
+	if _, freed := fs.NodeCounts(); freed != 0 {
+		t.Errorf("%d freed nodes left after the kernel forgot them all", freed)
+	}
 }
 
 // A deletion whose journal append failed is journaled by the next one,
@@ -796,5 +814,82 @@ func TestFailedAppendKeepsDeletionOfFreedNode(t *testing.T) {
 	}
 	if rows != 0 {
 		t.Errorf("the deleted file's row is still in the upper layer")
+	}
+}
+
+// All files' unflushed data together stays near MaxDirty: many open files
+// each below the per-file bound kept it all in art's memory, for the
+// session's end to journal past the disk's reserve for the host. The
+// count of dirty blocks stays exact through writes, truncations, flushes
+// and deletions.
+func TestUnflushedDataBoundedAcrossFiles(t *testing.T) {
+	r, err := repo.Init(filepath.Join(t.TempDir(), "art.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Push(context.Background(), repo.PushOptions{Dir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	wt, _, err := r.CreateWorktree("main", "mount", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const maxDirty = 4 << 20
+	fs, err := Open(r, wt, Options{MaxDirty: maxDirty})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	count := func() int64 {
+		var n int64
+		for _, node := range fs.inodes {
+			node.mu.Lock()
+			n += int64(len(node.dirty))
+			node.mu.Unlock()
+		}
+		return n
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 1<<20)
+	var inos []uint64
+	for i := 0; i < 20; i++ {
+		a, err := fs.Create(RootIno, fmt.Sprintf("f%d", i), 0o644, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inos = append(inos, a.Ino)
+		for off := 0; off < 2<<20; off += len(buf) { // 2 MiB each, never flushed
+			for j := range buf {
+				buf[j] = byte(rng.Uint32())
+			}
+			if _, err := fs.Write(a.Ino, buf, int64(off)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := fs.dirtyBlocks.Load() * BlockSize; got > maxDirty+2<<20 {
+			t.Fatalf("after %d files of 2 MiB: %d bytes unflushed, want at most %d", i+1, got, maxDirty+2<<20)
+		}
+	}
+	// Truncations, flushes and deletions keep the count exact.
+	for i, ino := range inos {
+		switch i % 4 {
+		case 0:
+			size := int64(100_000)
+			_, err = fs.Setattr(ino, SetAttr{Size: &size})
+		case 1:
+			err = fs.Flush(ino)
+		case 2:
+			fs.Released(ino)
+			err = fs.Unlink(RootIno, fmt.Sprintf("f%d", i))
+		case 3:
+			_, err = fs.Write(ino, buf[:10], 5<<20)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := fs.dirtyBlocks.Load(), count(); got != want {
+			t.Fatalf("after step %d: %d dirty blocks counted, %d held", i, got, want)
+		}
 	}
 }

@@ -63,6 +63,9 @@ type Options struct {
 	// MaxHeld is how much written data may wait in memory for SQLite
 	// before writers wait for it (0: 64 MiB; see persister.throttle).
 	MaxHeld int64
+	// MaxDirty is how much unflushed data all files may hold in memory
+	// before writes store it (0: 256 MiB; see dirtyTotalLimit).
+	MaxDirty int64
 	// Owner owns the lower nodes and every node no one gave another
 	// owner: the mount's user.
 	Owner Owner
@@ -169,12 +172,19 @@ type FS struct {
 	maxSize int64
 	root    objects.ID // lower root tree
 
-	ns      sync.RWMutex
-	inodes  map[uint64]*inode
+	ns     sync.RWMutex
+	inodes map[uint64]*inode
+	// dead holds the attributes of nodes made in this session and freed
+	// (maybeFree) until the kernel forgets them (Forget): a process may
+	// still stat one through a descriptor or its working directory.
+	dead    map[uint64]Attr
 	nextIno uint64
 	// xattrMem is the size of the xattrs of the nodes in memory
 	// (MaxXattrTotal).
 	xattrMem atomic.Int64
+	// dirtyBlocks counts the blocks in all nodes' dirty maps
+	// (dirtyTotalLimit).
+	dirtyBlocks atomic.Int64
 
 	p *persister
 }
@@ -203,7 +213,7 @@ func Open(r *repo.Repo, wt *repo.Worktree, opts Options) (*FS, error) {
 	if opts.Log == nil {
 		opts.Log = log.Default()
 	}
-	fs := &FS{r: r, wt: wt, opts: opts, root: c.Tree, inodes: map[uint64]*inode{}, maxSize: fileSizeLimit(r.Path)}
+	fs := &FS{r: r, wt: wt, opts: opts, root: c.Tree, inodes: map[uint64]*inode{}, dead: map[uint64]Attr{}, maxSize: fileSizeLimit(r.Path)}
 	now := time.Now().UnixNano()
 	root := &inode{ino: RootIno, typ: objects.TypeDir, mode: 0o755, nlink: 2, lowerTree: c.Tree, mtime: now, ctime: now, atime: now, perm: policy.Write, uid: opts.Owner.UID, gid: opts.Owner.GID}
 	fs.inodes[RootIno] = root

@@ -156,12 +156,33 @@ func (fs *FS) Lookup(dir uint64, name string) (Attr, error) {
 	return n.attr(), nil
 }
 
+// Forget is the kernel forgetting a node: a freed one (dead) is then
+// gone for good. Called for every node, live or not.
+func (fs *FS) Forget(ino uint64) {
+	fs.ns.Lock()
+	delete(fs.dead, ino)
+	fs.ns.Unlock()
+}
+
+// NodeCounts reports how many nodes the overlay holds in memory, and how
+// many freed ones still wait for the kernel to forget them (diagnostics,
+// tests).
+func (fs *FS) NodeCounts() (nodes, freed int) {
+	fs.ns.RLock()
+	defer fs.ns.RUnlock()
+	return len(fs.inodes), len(fs.dead)
+}
+
 // Getattr returns a node's attributes.
 func (fs *FS) Getattr(ino uint64) (Attr, error) {
 	fs.ns.RLock()
 	n := fs.inodes[ino]
+	dead, ok := fs.dead[ino]
 	fs.ns.RUnlock()
 	if n == nil {
+		if ok {
+			return dead, nil
+		}
 		return Attr{}, errNoEnt
 	}
 	n.mu.Lock()
@@ -353,19 +374,24 @@ func (fs *FS) dropLink(n *inode) {
 func (fs *FS) maybeFree(n *inode) {
 	if n.nlink == 0 && n.opens == 0 && !n.deleted {
 		n.deleted = true
-		n.dirty = nil
+		fs.clearDirty(n)
 		n.blocks = nil
 		n.reader = nil
 		fs.xattrMem.Add(-xattrBytes(n.xattrs))
 		n.xattrs = nil
 		fs.p.dirtyInodeLocked(n)
 		if n.ino&lowerBit == 0 {
-			// Made in this session: nothing looks it up by number any
-			// more (the fallbacks that look for deleted lower entries
-			// use lower numbers), and the persister holds it until its
-			// deletion is journaled. Kept, it made art's memory grow
-			// with every temporary file a session ever made (200,000
-			// files created and deleted: 284 MB).
+			// Made in this session: only its attributes may still be
+			// asked for (fstat of a descriptor the kernel holds
+			// without an open, such as O_PATH, or a working
+			// directory), until the kernel forgets it. Nothing else
+			// looks it up by number (the fallbacks that look for
+			// deleted lower entries use lower numbers), and the
+			// persister holds it until its deletion is journaled.
+			// Kept whole, it made art's memory grow with every
+			// temporary file a session ever made (200,000 files
+			// created and deleted: 284 MB).
+			fs.dead[n.ino] = n.attr()
 			delete(fs.inodes, n.ino)
 		}
 	} else if n.upper {

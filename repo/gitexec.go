@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -38,21 +40,35 @@ import (
 // what is checked is exactly what git would run; where git is missing,
 // any change to such a config counts.
 
-// looksLikeGitDir reports whether a stored directory is a git directory.
+// looksLikeGitDir reports whether a stored directory is a git directory:
+// named .git, or holding HEAD and objects, refs or commondir, of any type
+// (git accepts links, and checks only that it may search them). Names
+// match in any case: on a case-insensitive target, .GIT/CONFIG is
+// .git/config.
 func looksLikeGitDir(name string, t *objects.Tree) bool {
-	if name == ".git" {
+	if strings.EqualFold(name, ".git") {
 		return true
 	}
 	var head, store bool
 	for _, e := range t.Entries {
 		switch {
-		case e.Name == "HEAD" && e.Type != objects.TypeDir:
+		case strings.EqualFold(e.Name, "HEAD"):
 			head = true
-		case e.Name == "objects" && e.Type == objects.TypeDir, e.Name == "commondir" && e.Type == objects.TypeFile:
+		case strings.EqualFold(e.Name, "objects"), strings.EqualFold(e.Name, "refs"), strings.EqualFold(e.Name, "commondir"):
 			store = true
 		}
 	}
 	return head && store
+}
+
+// isName reports whether name is one of names, in any case.
+func isName(name string, names ...string) bool {
+	for _, n := range names {
+		if strings.EqualFold(name, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // safeGitConfig lists the settings git never turns into a command: keys
@@ -81,7 +97,10 @@ extensions.preciousobjects extensions.partialclone
 color.ui diff.renames diff.algorithm diff.colormoved diff.mnemonicprefix
 diff.noprefix diff.renamelimit diff.indentheuristic status.showuntrackedfiles
 log.date advice.detachedhead index.version feature.manyfiles
-maintenance.auto maintenance.strategy`)
+maintenance.auto maintenance.strategy core.worktree index.sparse`)
+
+// safeGitSections are sections all of whose settings are inert.
+var safeGitSections = wordSet(`advice color user author committer`)
 
 // wordSet is the set of the words of s.
 func wordSet(s string) map[string]bool {
@@ -160,7 +179,8 @@ func unsafeGitSettings(new []byte, olds ...[]byte) []string {
 	var keys []string
 	for _, e := range newEntries {
 		k, _, _ := strings.Cut(e, "=")
-		if had[e] || safeGitConfig[configKey(k)] || seen[k] {
+		section, _, _ := strings.Cut(k, ".")
+		if had[e] || safeGitConfig[configKey(k)] || safeGitSections[section] || seen[k] {
 			continue
 		}
 		seen[k] = true
@@ -224,31 +244,31 @@ func (p *puller) checkGitRisk(gitDir bool, n, kid *pullNode) error {
 	e, h := kid.stored, kid.host
 	why := ""
 	switch {
-	case e.Name == ".git" && e.Type != objects.TypeDir:
-		if kid.op == opWrite {
+	case isName(e.Name, ".git") && e.Type != objects.TypeDir:
+		if kid.op == opWrite && !p.asPushed(kid.rel, e) {
 			why = "a .git file or link, which sends git to another directory"
 		}
-	case gitDir && e.Type != objects.TypeDir && (e.Name == "config" || e.Name == "config.worktree"):
+	case gitDir && isName(e.Name, "commondir", "gitdir"):
+		if kid.op == opWrite && !p.asPushed(kid.rel, e) {
+			why = "a git " + e.Name + " file, which sends git to another directory for its config and hooks"
+		}
+	case gitDir && e.Type != objects.TypeDir && isName(e.Name, "config", "config.worktree"):
 		if kid.op == opWrite {
 			var err error
 			if why, err = p.gitConfigRisk(kid.rel, e, h); err != nil {
 				return err
 			}
 		}
-	case gitDir && e.Name == "hooks" && e.Type == objects.TypeDir:
+	case e.Type == objects.TypeDir && (gitDir && isName(e.Name, "hooks") || p.hooksDirs[kid.rel]):
 		kid.hooks = true
-	case n.hooks && e.Type != objects.TypeDir && !strings.Contains(e.Name, "."), gitDir && e.Name == "hooks":
+	case n.hooks && e.Type != objects.TypeDir && !strings.Contains(e.Name, "."), gitDir && isName(e.Name, "hooks"), p.hooksDirs[kid.rel]:
 		// git runs hooks/NAME for a fixed list of names, none with a
 		// dot (git init's own *.sample files are executable and never
 		// run); below a link named hooks, anything may be.
 		runs := e.Type == objects.TypeSymlink || e.Type == objects.TypeFile && e.Mode&0o111 != 0
 		madeRunnable := kid.op == opKeep && h != nil && h.typ == objects.TypeFile && h.mode&0o111 == 0
 		if runs && (kid.op == opWrite || madeRunnable) {
-			pushed, ok, err := p.pushedEntry(kid.rel)
-			if err != nil {
-				return err
-			}
-			if !ok || !sameRunnable(&pushed, e) {
+			if !p.asPushed(kid.rel, e) {
 				why = "a git hook, which git runs as a command on this host"
 			}
 		}
@@ -259,10 +279,59 @@ func (p *puller) checkGitRisk(gitDir bool, n, kid *pullNode) error {
 	return nil
 }
 
-// sameRunnable reports whether two entries are the same program: type,
-// content or target, and executable bits.
-func sameRunnable(a, b *objects.Entry) bool {
-	return a.Type == b.Type && a.ID == b.ID && a.Target == b.Target && a.Mode&0o111 == b.Mode&0o111
+// asPushed reports whether the stored entry at rel is as the workspace's
+// last push stored it: the same type, content or target, and executable
+// bits. An error reading the history counts as no.
+func (p *puller) asPushed(rel string, e *objects.Entry) bool {
+	a, ok, err := p.pushedEntry(rel)
+	return err == nil && ok && a.Type == e.Type && a.ID == e.ID && a.Target == e.Target && a.Mode&0o111 == e.Mode&0o111
+}
+
+// findHooksPaths records the directories inside the workspace that the
+// workspace's git config, as the host has it or as the commit does,
+// names in core.hooksPath (relative paths are relative to the workspace):
+// git runs hooks from there instead (husky, lefthook, a .githooks
+// directory), so checkGitRisk treats them as hooks directories.
+func (p *puller) findHooksPaths(ws objects.ID) error {
+	p.hooksDirs = map[string]bool{}
+	var configs [][]byte
+	if e, ok, err := p.r.Lookup(ws, []string{".git", "config"}); err != nil {
+		return err
+	} else if ok && e.Type == objects.TypeFile && e.Size <= maxGitConfig {
+		data, err := p.r.ReadFile(e.ID, int64(e.Size))
+		if err != nil {
+			return fmt.Errorf("pull: read .git/config from the commit: %w", err)
+		}
+		configs = append(configs, data)
+	}
+	if h := p.host[".git/config"]; h != nil && h.typ == objects.TypeFile {
+		if root, err := openHostRoot(p.dir); err == nil {
+			if f, err := root.open(".git/config", h.ino); err == nil {
+				data, _ := io.ReadAll(io.LimitReader(f, maxGitConfig))
+				f.Close()
+				configs = append(configs, data)
+			}
+			root.close()
+		}
+	}
+	for _, data := range configs {
+		entries, _ := gitConfigEntries(data)
+		for _, kv := range entries {
+			k, v, _ := strings.Cut(kv, "=")
+			if k != "core.hookspath" || v == "" {
+				continue
+			}
+			if filepath.IsAbs(v) {
+				rel, err := filepath.Rel(p.dir, v)
+				if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+					continue // outside the workspace: not pull's to write
+				}
+				v = rel
+			}
+			p.hooksDirs[path.Clean(filepath.ToSlash(v))] = true
+		}
+	}
+	return nil
 }
 
 // maxPushSearch bounds the walk back to the last push.

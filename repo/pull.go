@@ -84,6 +84,9 @@ type puller struct {
 	// made by art push (the host's own state; gitexec.go), once looked up.
 	pushed     objects.ID
 	pushedDone bool
+	// hooksDirs are the workspace's core.hooksPath directories
+	// (findHooksPaths).
+	hooksDirs map[string]bool
 }
 
 // CheckPullTarget refuses targets that are, or lie inside, a symlink.
@@ -158,6 +161,9 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 		p.host[e.rel] = e
 	}
 	root := &pullNode{rel: "", stored: &ws, host: p.host[""], op: opKeep}
+	if err := p.findHooksPaths(ws.ID); err != nil {
+		return nil, err
+	}
 	if err := p.plan(root); err != nil {
 		return nil, err
 	}

@@ -582,7 +582,11 @@ func shimScript(cfg Config, limits, setsid string) string {
 		}
 	}
 	if cfg.Pids <= 0 && cfg.TaskCap > 0 {
-		fmt.Fprintf(&b, "{ ulimit -u %d 2>/dev/null || ulimit -p %d; } || { echo \"art-sandbox: cannot cap the number of processes\" >&2; exit 125; }\n", cfg.TaskCap, cfg.TaskCap)
+		if soft, hard, ok := taskCapLimits(cfg.TaskCap); ok {
+			// The soft limit first: the hard one may not go below it.
+			// bash spells RLIMIT_NPROC -u, dash -p.
+			fmt.Fprintf(&b, "{ ulimit -S -u %d 2>/dev/null || ulimit -S -p %d; } && { ulimit -H -u %d 2>/dev/null || ulimit -H -p %d; } || { echo \"art-sandbox: cannot cap the number of processes\" >&2; exit 125; }\n", soft, soft, hard, hard)
+		}
 	}
 	fmt.Fprintf(&b, "printf x >&%d || exit 125\n", fdStarted)
 	if sizesTmpfs(cfg) {

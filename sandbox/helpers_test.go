@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(helperEnv); spec != "" {
 		os.Exit(helperMain(spec))
 	}
+	if program := os.Getenv(scopeHelperEnv); program != "" {
+		os.Exit(scopeHelper(program))
+	}
 	os.Exit(m.Run())
 }
 
@@ -30,6 +33,7 @@ type helperSpec struct {
 	Argv            []string
 	Interactive     bool
 	TmpSize         int64
+	TaskCap         int
 	Result          string // file to write the Result JSON to
 }
 
@@ -39,7 +43,7 @@ func helperMain(spec string) int {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
 	}
-	cfg := Config{Home: hs.Home, Workspace: hs.Workspace, Argv: hs.Argv, Interactive: hs.Interactive, TmpSize: hs.TmpSize}
+	cfg := Config{Home: hs.Home, Workspace: hs.Workspace, Argv: hs.Argv, Interactive: hs.Interactive, TmpSize: hs.TmpSize, TaskCap: hs.TaskCap}
 	res, err := Run(context.Background(), cfg, Stdio{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	out := struct {
 		Result
@@ -68,7 +72,7 @@ func helperCmd(t *testing.T, cfg Config) (*exec.Cmd, string) {
 
 func helperCmdAt(t *testing.T, cfg Config, resFile string) (*exec.Cmd, string) {
 	t.Helper()
-	spec, err := json.Marshal(helperSpec{Home: cfg.Home, Workspace: cfg.Workspace, Argv: cfg.Argv, Interactive: cfg.Interactive, TmpSize: cfg.TmpSize, Result: resFile})
+	spec, err := json.Marshal(helperSpec{Home: cfg.Home, Workspace: cfg.Workspace, Argv: cfg.Argv, Interactive: cfg.Interactive, TmpSize: cfg.TmpSize, TaskCap: cfg.TaskCap, Result: resFile})
 	if err != nil {
 		t.Fatal(err)
 	}

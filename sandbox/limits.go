@@ -288,3 +288,19 @@ func DefaultTaskCap() int {
 	}
 	return limit
 }
+
+// taskCapLimits returns the RLIMIT_NPROC soft and hard limits that apply
+// taskCap under this process's own (which bwrap and the agent inherit):
+// never raised, only lowered to the cap. ok is false when the hard limit
+// is already at or below the cap (an unprivileged shell could not raise
+// it; there is nothing to do).
+func taskCapLimits(taskCap int) (soft, hard uint64, ok bool) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &rl); err != nil {
+		return uint64(taskCap), uint64(taskCap), true
+	}
+	if rl.Max <= uint64(taskCap) {
+		return 0, 0, false
+	}
+	return min(rl.Cur, uint64(taskCap)), uint64(taskCap), true
+}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -105,6 +106,46 @@ func TestTaskCap(t *testing.T) {
 	}
 	if n := DefaultTaskCap(); n < 64 || n > 16384 {
 		t.Errorf("DefaultTaskCap() = %d, want 64..16384", n)
+	}
+}
+
+// The cap only ever lowers the limits art runs under: a host's stricter
+// hard limit made every run fail (the shell may not raise it), and a
+// lower soft one was raised to the cap.
+func TestTaskCapUnderHostLimits(t *testing.T) {
+	requireBwrap(t)
+	prlimit, err := exec.LookPath("prlimit")
+	if err != nil {
+		t.Skipf("skipping: prlimit (util-linux) is missing: %v", err)
+	}
+	cases := []struct {
+		host       string // prlimit --nproc=SOFT:HARD for art
+		soft, hard string
+	}{
+		{"100:200", "100", "200"},     // stricter than the cap: kept
+		{"20000:40000", "500", "500"}, // looser: capped
+		{"300:90000", "300", "500"},   // a lower soft limit stays
+	}
+	for _, c := range cases {
+		t.Run(c.host, func(t *testing.T) {
+			cfg := baseConfig(t, "grep", "^Max processes", "/proc/self/limits")
+			cfg.TaskCap = 500
+			cmd, resFile := helperCmd(t, cfg)
+			cmd.Args = append([]string{prlimit, "--nproc=" + c.host, "--"}, cmd.Args...)
+			cmd.Path = prlimit
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("helper: %v\n%s", err, out)
+			}
+			r := readHelperResult(t, resFile)
+			if r.Err != "" || r.ExitCode != 0 {
+				t.Fatalf("under nproc %s: exit %d, %s\n%s", c.host, r.ExitCode, r.Err, out)
+			}
+			f := strings.Fields(string(out))
+			if len(f) < 4 || f[2] != c.soft || f[3] != c.hard {
+				t.Errorf("under nproc %s the agent has %q, want soft %s hard %s", c.host, out, c.soft, c.hard)
+			}
+		})
 	}
 }
 

@@ -389,7 +389,7 @@ func defaultStarter(cmd *exec.Cmd) (func() (syscall.WaitStatus, error), error) {
 	done := make(chan ended, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if _, err := ScopeThread(); err != nil {
+		if _, err := ScopeThread(cmd.Path); err != nil {
 			started <- fmt.Errorf("scope the sandbox: %w", err)
 			return
 		}

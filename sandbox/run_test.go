@@ -422,6 +422,7 @@ func TestSeccompFD(t *testing.T) {
 	f.Seek(0, 0)
 	cfg := baseConfig(t, "sh", "-c", "grep ^Seccomp: /proc/self/status; ls /proc/self/fd")
 	cfg.SeccompFD = f
+	cfg.TmpSize = 64 << 20 // as root, fd 6 is passed too (tmpfs.go)
 	o := run(t, cfg, "")
 	if o.Err != nil || !strings.Contains(o.Stdout, "Seccomp:\t2") {
 		t.Errorf("seccomp filter not applied: %q %q %v", o.Stdout, o.Stderr, o.Err)

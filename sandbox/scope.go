@@ -50,13 +50,20 @@ func scopesSupported() (bool, int) {
 }
 
 // ScopeThread puts the calling OS thread, and every process it starts
-// from then on, into a Landlock domain that reaches no abstract unix
-// socket and signals no process made outside it. The caller must have
-// locked the goroutine to its thread and never unlock it (the thread then
-// ends with the goroutine). On a kernel without Landlock scopes it does
-// nothing and reports so with ok false.
-func ScopeThread() (ok bool, err error) {
+// from then on (program: bwrap), into a Landlock domain that reaches no
+// abstract unix socket and signals no process made outside it. The caller
+// must have locked the goroutine to its thread and never unlock it (the
+// thread then ends with the goroutine). On a kernel without Landlock
+// scopes it does nothing and reports so with ok false; so too for a
+// caller without CAP_SYS_ADMIN whose program is set-user-ID (a setuid
+// bwrap, where user namespaces are closed to users): Landlock would need
+// no_new_privs, which would keep bwrap from the privilege it runs on.
+func ScopeThread(program string) (ok bool, err error) {
 	if ok, _ := scopesSupported(); !ok {
+		return false, nil
+	}
+	admin := hasCap(unix.CAP_SYS_ADMIN)
+	if !admin && setUID(program) {
 		return false, nil
 	}
 	attr := landlockRuleset{scoped: scopeAbstractUnixSocket | scopeSignal}
@@ -67,7 +74,7 @@ func ScopeThread() (ok bool, err error) {
 	defer unix.Close(int(fd))
 	// Without CAP_SYS_ADMIN the kernel wants no_new_privs first; it holds
 	// for this thread and what it starts, which the sandbox sets anyway.
-	if !hasSysAdmin() {
+	if !admin {
 		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 			return false, fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 		}
@@ -76,4 +83,10 @@ func ScopeThread() (ok bool, err error) {
 		return false, fmt.Errorf("landlock_restrict_self: %w", errno)
 	}
 	return true, nil
+}
+
+// setUID reports whether the file at path is set-user-ID.
+func setUID(path string) bool {
+	var st unix.Stat_t
+	return unix.Stat(path, &st) == nil && st.Mode&unix.S_ISUID != 0
 }

@@ -3,6 +3,10 @@ package sandbox
 import (
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +64,65 @@ c = socket.socket(socket.AF_UNIX); c.connect("\0%s-own"); print("own: connected"
 	case <-accepted:
 		t.Fatal("the host's abstract socket accepted a connection from the sandbox")
 	default:
+	}
+}
+
+// scopeHelperEnv makes the test binary call ScopeThread for the program it
+// names and print what it did (TestScopeSkipsSetuidWithoutAdmin).
+const scopeHelperEnv = "ART_SANDBOX_TEST_SCOPE"
+
+func scopeHelper(program string) int {
+	runtime.LockOSThread()
+	ok, err := ScopeThread(program)
+	status, _ := os.ReadFile("/proc/thread-self/status")
+	nnp := ""
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "NoNewPrivs:") {
+			nnp = strings.TrimSpace(strings.TrimPrefix(line, "NoNewPrivs:"))
+		}
+	}
+	fmt.Printf("scoped=%v err=%v nnp=%s\n", ok, err, nnp)
+	return 0
+}
+
+// Without CAP_SYS_ADMIN, a set-user-ID bwrap is not scoped (Landlock would
+// need no_new_privs, which would keep bwrap from its privilege); a plain
+// one is, with no_new_privs.
+func TestScopeSkipsSetuidWithoutAdmin(t *testing.T) {
+	if !ScopesSupported() {
+		t.Skip("skipping: this kernel has no Landlock scopes (Linux 6.12+ with Landlock enabled)")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skipf("skipping: setpriv (util-linux) is missing: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to make a set-user-ID file and drop CAP_SYS_ADMIN")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	for _, c := range []struct {
+		mode os.FileMode
+		want string
+	}{
+		{0o755 | os.ModeSetuid, "scoped=false err=<nil> nnp=0"},
+		{0o755, "scoped=true err=<nil> nnp=1"},
+	} {
+		prog := filepath.Join(dir, fmt.Sprintf("bwrap-%o", c.mode))
+		if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(prog, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(setpriv, "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", "--", os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), scopeHelperEnv+"="+prog)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("%v: %q, %v; want %q", c.mode, out, err, c.want)
+		}
+	}
+	if setUID(filepath.Join(dir, "missing")) {
+		t.Error("a missing file is set-user-ID")
 	}
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -40,41 +41,47 @@ func DefaultTmpSize() int64 {
 }
 
 // sizesTmpfs reports whether Run sizes the sandbox's tmpfs mounts for cfg:
-// a size is set and this process is root with CAP_SYS_ADMIN. A user
+// a size is set and this process is root with CAP_SYS_ADMIN (fspick) and
+// CAP_SYS_PTRACE (/proc/PID/root of the agent's user's process). A user
 // without that privilege could mount such a tmpfs in a namespace of their
 // own anyway, and root without it (in a container) is bounded by the
 // container's memory.
 func sizesTmpfs(cfg Config) bool {
-	return cfg.TmpSize > 0 && os.Geteuid() == 0 && hasSysAdmin()
+	return cfg.TmpSize > 0 && os.Geteuid() == 0 && hasCap(unix.CAP_SYS_ADMIN) && hasCap(unix.CAP_SYS_PTRACE)
 }
 
-// hasSysAdmin reports whether CAP_SYS_ADMIN is in this process's
-// effective set.
-func hasSysAdmin() bool {
+// hasCap reports whether capability c is in this process's effective set.
+func hasCap(c int) bool {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return false
 	}
-	return data[unix.CAP_SYS_ADMIN/32].Effective&(1<<(unix.CAP_SYS_ADMIN%32)) != 0
+	return data[c/32].Effective&(1<<(c%32)) != 0
 }
 
 // sizeTmpfs gives each of the sandbox's tmpfs mounts size bytes, seen
 // through the root of its process pid. alive tells whether pid is still
-// the sandbox's (the pid was not reused since): checked after the change,
-// when a yes means it was the sandbox's all along.
+// the sandbox's (the pid was not reused since): checked once /proc/PID is
+// open, which then stays the sandbox's process whatever happens to the
+// number.
 func sizeTmpfs(pid int, size int64, alive func() bool) error {
 	host, err := hostDevices()
 	if err != nil {
 		return fmt.Errorf("size the sandbox's tmpfs mounts: %w", err)
 	}
+	proc, err := unix.Open("/proc/"+strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("size the sandbox's tmpfs mounts: %w", err)
+	}
+	defer unix.Close(proc)
+	if !alive() {
+		return errors.New("size the sandbox's tmpfs mounts: the sandbox ended")
+	}
 	for _, dir := range tmpfsMounts {
-		if err := resizeTmpfs("/proc/"+strconv.Itoa(pid)+"/root"+dir, size, host); err != nil {
+		if err := resizeTmpfs(proc, "root"+dir, size, host); err != nil {
 			return fmt.Errorf("size the sandbox's %s: %w", dir, err)
 		}
-	}
-	if !alive() {
-		return fmt.Errorf("size the sandbox's %s: the sandbox ended", tmpfsMounts[0])
 	}
 	return nil
 }
@@ -100,12 +107,13 @@ func hostDevices() (map[uint64]bool, error) {
 	return devs, nil
 }
 
-// resizeTmpfs sets the size and inode count of the tmpfs mounted at path,
+// resizeTmpfs sets the size and inode count of the tmpfs mounted at path
+// (relative to the directory at),
 // unless a filesystem of the host (one in host) is there: a bind the
 // caller asked for over the sandbox's own, which is not art's to resize
 // (a bind of the host's /dev/shm would have resized the host's).
-func resizeTmpfs(path string, size int64, host map[uint64]bool) error {
-	dir, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+func resizeTmpfs(at int, path string, size int64, host map[uint64]bool) error {
+	dir, err := unix.Openat(at, path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func requireRootForTmpfs(t *testing.T) {
@@ -91,7 +93,7 @@ func TestTmpfsOfTheHostNotResized(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := resizeTmpfs(host, 64<<20, devs); err != nil {
+	if err := resizeTmpfs(unix.AT_FDCWD, host, 64<<20, devs); err != nil {
 		t.Fatal(err)
 	}
 	var st syscall.Statfs_t
@@ -119,36 +121,58 @@ func TestTmpfsSizingFailureRunsNothing(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(cfg.Home, "ws", "ran")); err == nil {
 		t.Fatal("the command ran although its tmpfs mounts were not sized")
 	}
-	// The real sizer on a sandbox that is gone.
+	// The real sizer on a sandbox that is gone: its pid is free, or
+	// taken by another process (this one; alive says no).
 	c := exec.Command("true")
 	c.Run()
-	if err := sizeTmpfs(c.Process.Pid, 64<<20, func() bool { return false }); err == nil || !strings.Contains(err.Error(), "/tmp") {
-		t.Errorf("sizing a gone sandbox: %v, want an error naming /tmp", err)
+	for _, pid := range []int{c.Process.Pid, os.Getpid()} {
+		if err := sizeTmpfs(pid, 64<<20, func() bool { return false }); err == nil || !strings.Contains(err.Error(), "tmpfs") {
+			t.Errorf("sizing a gone sandbox (pid %d): %v, want an error", pid, err)
+		}
 	}
 }
 
-// Root without CAP_SYS_ADMIN (a container) cannot size them and does not
-// try: the sandbox runs with the kernel's default.
-func TestTmpfsNotSizedWithoutSysAdmin(t *testing.T) {
+// Root without CAP_SYS_ADMIN or CAP_SYS_PTRACE (a container) cannot size
+// them and does not try: the sandbox runs with the kernel's default.
+func TestTmpfsNotSizedWithoutCapabilities(t *testing.T) {
 	requireRootForTmpfs(t)
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
 		t.Skipf("skipping: setpriv (util-linux) is missing: %v", err)
 	}
-	cfg := baseConfig(t, "/bin/sh", "-c", statfsScript)
+	for _, capName := range []string{"sys_admin", "sys_ptrace"} {
+		t.Run(capName, func(t *testing.T) {
+			cfg := baseConfig(t, "/bin/sh", "-c", statfsScript)
+			cfg.TmpSize = 64 << 20
+			cmd, resFile := helperCmd(t, cfg)
+			cmd.Args = append([]string{setpriv, "--inh-caps=-" + capName, "--bounding-set=-" + capName, "--"}, cmd.Args...)
+			cmd.Path = setpriv
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("helper: %v\n%s", err, out)
+			}
+			r := readHelperResult(t, resFile)
+			if r.Err != "" || r.ExitCode != 0 {
+				t.Fatalf("without CAP_%s: exit %d, %s\n%s", strings.ToUpper(capName), r.ExitCode, r.Err, out)
+			}
+			if got := parseStatfs(t, string(out)); got["/tmp"][0] == 64<<20 || got["/tmp"][0] == 0 {
+				t.Errorf("/tmp is %d bytes: sized without the capability, or not seen\n%s", got["/tmp"][0], out)
+			}
+		})
+	}
+}
+
+// With the tmpfs line on fd 6 and no seccomp program (fd 5 left empty),
+// the agent gets no descriptor beyond stdio.
+func TestTmpfsNoDescriptorLeaks(t *testing.T) {
+	requireRootForTmpfs(t)
+	cfg := baseConfig(t, "ls", "/proc/self/fd")
 	cfg.TmpSize = 64 << 20
-	cmd, resFile := helperCmd(t, cfg)
-	cmd.Args = append([]string{setpriv, "--inh-caps=-sys_admin", "--bounding-set=-sys_admin", "--"}, cmd.Args...)
-	cmd.Path = setpriv
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("helper: %v\n%s", err, out)
+	o := run(t, cfg, "")
+	if o.Err != nil || o.ExitCode != 0 {
+		t.Fatalf("exit %d, %v\n%s", o.ExitCode, o.Err, o.Stderr)
 	}
-	r := readHelperResult(t, resFile)
-	if r.Err != "" || r.ExitCode != 0 {
-		t.Fatalf("without CAP_SYS_ADMIN: exit %d, %s\n%s", r.ExitCode, r.Err, out)
-	}
-	if got := parseStatfs(t, string(out)); got["/tmp"][0] == 64<<20 || got["/tmp"][0] == 0 {
-		t.Errorf("/tmp is %d bytes: sized without CAP_SYS_ADMIN, or not seen\n%s", got["/tmp"][0], out)
+	if fds := strings.Fields(o.Stdout); len(fds) > 4 { // 0, 1, 2 and ls's own
+		t.Errorf("descriptors leaked into the sandbox: %v", fds)
 	}
 }
