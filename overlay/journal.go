@@ -163,8 +163,8 @@ const journalReserve = 1 << 20
 // append writes one record with a single writev(2) (more only past
 // IOV_MAX pieces). pending is how many journaled bytes SQLite has not
 // absorbed yet: a record is refused with ENOSPC unless the filesystem
-// keeps room (by room's rule) to apply it and them, or the journal could fill the disk
-// with data nothing can apply and nothing can free. Applying n journaled
+// keeps room (by room's rule) to apply it and them, or the journal could
+// fill the disk with data nothing can apply and nothing can free. Applying n journaled
 // bytes takes about n in SQLite's WAL and, once the checkpoint copies
 // them, n more in the database file, while the journal still holds them;
 // a thirty-second of it covers page and frame headers.

@@ -390,7 +390,9 @@ func (fs *FS) maybeFree(n *inode) {
 			// persister holds it until its deletion is journaled.
 			// Kept whole, it made art's memory grow with every
 			// temporary file a session ever made (200,000 files
-			// created and deleted: 284 MB).
+			// created and deleted: 284 MB). (Should the kernel's
+			// forget be served before the last release, the
+			// attributes stay until the mount ends.)
 			fs.dead[n.ino] = n.attr()
 			delete(fs.inodes, n.ino)
 		}

@@ -11,10 +11,10 @@ import (
 // reserved blocks included, and the host's own services (logs, package
 // managers, databases) then failed as on any full disk. The agent instead
 // gets the space an unprivileged user would (f_bavail) and, where the
-// filesystem reserves less than that (tmpfs, XFS, btrfs, ext4 with -m 0),
-// never the last hostFloor of it. The reserve is what a commit, art's
-// other commands and the host itself still have once the agent sees
-// ENOSPC.
+// filesystem reserves less for root than the host floor (1 %, at most
+// 1 GiB; tmpfs, XFS and btrfs reserve nothing), never the floor either.
+// The reserve is what a commit, art's other commands and the host itself
+// still have once the agent sees ENOSPC.
 
 // spaceRule says whose space a journal record may take.
 type spaceRule int

@@ -198,6 +198,9 @@ const maxGitConfig = 1 << 20
 // at rel (absent: h nil) needs the user's review, or "" when it does not.
 func (p *puller) gitConfigRisk(rel string, e *objects.Entry, h *hostEntry) (string, error) {
 	if e.Type != objects.TypeFile {
+		if p.asPushed(rel, e) {
+			return "", nil
+		}
 		return "a git config that is not a regular file", nil
 	}
 	if e.Size > maxGitConfig {

@@ -28,6 +28,7 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 		modes   map[string]os.FileMode // applied after writing the change
 		bmodes  map[string]os.FileMode // applied before pushing the base
 		links   map[string]string      // symlinks made with the change (path -> target)
+		remove  []string               // removed before the change is made
 		fresh   bool                   // pull into a new directory, not the synced workspace
 		flagged []string               // substrings each expected in the conflicts, by path
 	}{
@@ -121,6 +122,11 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 			base:   map[string]string{".git/config": cfg + "\thooksPath = .githooks\n", ".githooks/pre-commit": "#!/bin/sh\nmake lint\n"},
 			bmodes: map[string]os.FileMode{".githooks/pre-commit": 0o755},
 			change: map[string]string{"work.txt": "done\n"}},
+		{name: "config replaced by a link",
+			base:    map[string]string{".git/config": cfg, "evil.cfg": cfg + "\tfsmonitor = id\n"},
+			remove:  []string{".git/config"},
+			links:   map[string]string{".git/config": "../evil.cfg"},
+			flagged: []string{".git/config (a git config that is not a regular file"}},
 		{name: "branch named config (refs are no config)",
 			base:   map[string]string{".git/config": cfg},
 			change: map[string]string{".git/refs/heads/config": "0123456789012345678901234567890123456789\n"}},
@@ -136,6 +142,11 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 				}
 			}
 			base := push(t, r, ws, "base").Commit
+			for _, p := range c.remove {
+				if err := os.Remove(filepath.Join(ws, p)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			writeFiles(t, ws, c.change)
 			for p, m := range c.modes {
 				if err := os.Chmod(filepath.Join(ws, p), m); err != nil {

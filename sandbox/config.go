@@ -318,9 +318,10 @@ type plan struct {
 }
 
 // Args returns the bwrap arguments (without the bwrap path itself) that Run
-// would use for cfg. They refer to file descriptors 3 (start notification),
-// 4 (--info-fd), 5 (--seccomp) and 6 (tmpfs sized) that Run provides, so they are meant for
-// display and tests, not for running by hand.
+// would use for cfg. They refer to file descriptors 3 (start
+// notification), 4 (--info-fd), 5 (--seccomp) and 6 (tmpfs sized) that Run
+// provides, so they are meant for display and tests, not for running by
+// hand.
 func Args(cfg Config) ([]string, error) {
 	p, err := makePlan(cfg, limitMechanism(cfg))
 	if err != nil {
