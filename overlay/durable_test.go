@@ -149,6 +149,12 @@ func readAfterCrash(t *testing.T, r *repo.Repo, wt *repo.Worktree, fs *FS, name 
 // empty first commit) of a new repository.
 func newWorktreeFS(t *testing.T) (*repo.Repo, *repo.Worktree, *FS) {
 	t.Helper()
+	return newWorktreeFSWith(t, Options{})
+}
+
+// newWorktreeFSWith is newWorktreeFS with the overlay's options.
+func newWorktreeFSWith(t *testing.T, opts Options) (*repo.Repo, *repo.Worktree, *FS) {
+	t.Helper()
 	r, err := repo.Init(filepath.Join(t.TempDir(), "art.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +167,7 @@ func newWorktreeFS(t *testing.T) (*repo.Repo, *repo.Worktree, *FS) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := Open(r, wt, Options{})
+	fs, err := Open(r, wt, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -823,23 +829,8 @@ func TestFailedAppendKeepsDeletionOfFreedNode(t *testing.T) {
 // count of dirty blocks stays exact through writes, truncations, flushes
 // and deletions.
 func TestUnflushedDataBoundedAcrossFiles(t *testing.T) {
-	r, err := repo.Init(filepath.Join(t.TempDir(), "art.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if _, err := r.Push(context.Background(), repo.PushOptions{Dir: t.TempDir()}); err != nil {
-		t.Fatal(err)
-	}
-	wt, _, err := r.CreateWorktree("main", "mount", "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const maxDirty = 4 << 20
-	fs, err := Open(r, wt, Options{MaxDirty: maxDirty})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, fs := newWorktreeFSWith(t, Options{MaxDirty: maxDirty})
 	defer fs.Close()
 	count := func() int64 {
 		var n int64
@@ -872,6 +863,7 @@ func TestUnflushedDataBoundedAcrossFiles(t *testing.T) {
 		}
 	}
 	// Truncations, flushes and deletions keep the count exact.
+	var err error
 	for i, ino := range inos {
 		switch i % 4 {
 		case 0:
