@@ -438,8 +438,10 @@ func TestOverlayCases(t *testing.T) {
 			if d := free - wfree; d > 0.01*wfree+64<<20 || -d > 0.01*wfree+64<<20 {
 				t.Errorf("free %.0f bytes, repository filesystem has %.0f", free, wfree)
 			}
-			if got.Bavail*uint64(got.Bsize) > want.Bavail*uint64(want.Bsize) {
-				t.Errorf("%d bytes available in the mount, more than an unprivileged user has on the repository's filesystem (%d)", got.Bavail*uint64(got.Bsize), want.Bavail*uint64(want.Bsize))
+			// The two calls are moments apart, and other writers on the
+			// host's filesystem change its free space in between.
+			if avail, host := got.Bavail*uint64(got.Bsize), want.Bavail*uint64(want.Bsize); avail > host+16<<20 {
+				t.Errorf("%d bytes available in the mount, more than an unprivileged user has on the repository's filesystem (%d)", avail, host)
 			}
 			if got.Namelen < 255 {
 				t.Errorf("name length %d", got.Namelen)
