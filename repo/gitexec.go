@@ -71,7 +71,10 @@ func isName(name string, names ...string) bool {
 	return false
 }
 
-// safeGitConfig lists the settings git never turns into a command: keys
+// safeGitConfig lists the settings git never turns into a command nor a
+// place outside the workspace to write (core.worktree is one such place:
+// an agent's core.worktree=$HOME had the user's next git reset --hard
+// write the agent's .bashrc there): keys
 // as git config --list prints them (lower case section and key, the
 // subsection, if any, as "*").
 var safeGitConfig = wordSet(`
@@ -84,8 +87,7 @@ core.sparsecheckoutcone core.abbrev core.whitespace
 user.name user.email user.signingkey author.name author.email
 committer.name committer.email
 remote.*.url remote.*.pushurl remote.*.fetch remote.*.push remote.*.mirror
-remote.*.prune remote.*.tagopt remote.*.skipfetchall remote.*.promisor
-remote.*.partialclonefilter
+remote.*.prune remote.*.tagopt remote.*.skipfetchall
 branch.*.remote branch.*.merge branch.*.rebase branch.*.pushremote
 branch.*.description
 submodule.*.url submodule.*.active submodule.*.branch
@@ -93,11 +95,11 @@ init.defaultbranch pull.rebase pull.ff push.default push.autosetupremote
 fetch.prune fetch.prunetags merge.ff merge.conflictstyle rebase.autosquash
 rebase.autostash rerere.enabled gc.auto commit.gpgsign tag.gpgsign
 extensions.objectformat extensions.worktreeconfig extensions.refstorage
-extensions.preciousobjects extensions.partialclone
+extensions.preciousobjects
 color.ui diff.renames diff.algorithm diff.colormoved diff.mnemonicprefix
 diff.noprefix diff.renamelimit diff.indentheuristic status.showuntrackedfiles
 log.date advice.detachedhead index.version feature.manyfiles
-maintenance.auto maintenance.strategy core.worktree index.sparse`)
+maintenance.auto maintenance.strategy index.sparse`)
 
 // safeGitSections are sections all of whose settings are inert.
 var safeGitSections = wordSet(`advice color user author committer`)
@@ -238,7 +240,7 @@ func (p *puller) gitConfigRisk(rel string, e *objects.Entry, h *hostEntry) (stri
 	if len(keys) > 5 {
 		keys = append(keys[:5], "…")
 	}
-	return "a git config that sets " + strings.Join(keys, ", ") + ", which git may run as a command on this host", nil
+	return "a git config that sets " + strings.Join(keys, ", ") + ", with which git may run commands, or write outside the workspace, on this host", nil
 }
 
 // checkGitRisk records a conflict when writing kid, an entry of n (a git

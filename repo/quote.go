@@ -3,6 +3,7 @@ package repo
 import (
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -11,8 +12,10 @@ import (
 // control character (C0 or C1), DEL, a double quote, a backslash or
 // invalid UTF-8 is printed in double quotes with C escapes (\n, \t,
 // \033, ...), so an agent's file name can neither forge output lines nor
-// send escape sequences to the user's terminal. Other names, UTF-8
-// included, are printed as they are.
+// send escape sequences to the user's terminal. So are names holding a
+// Unicode format character (Cf: the bidirectional overrides, which made
+// "invoice\u202efdp.exe" show as invoiceexe.pdf, zero-width joiners).
+// Other names, UTF-8 included, are printed as they are.
 func QuotePath(p string) string {
 	if !needsQuote(p) {
 		return p
@@ -34,7 +37,7 @@ func QuotePath(p string) string {
 			b.WriteString(`\t`)
 		case c < 0x20 || c == 0x7f:
 			octal(&b, c)
-		case r >= 0x80 && r <= 0x9f: // C1 controls (0x9b is CSI to some terminals)
+		case r >= 0x80 && r <= 0x9f, unicode.Is(unicode.Cf, r): // C1 controls (0x9b is CSI to some terminals), bidi and other format characters
 			for j := 0; j < size; j++ {
 				octal(&b, p[i+j])
 			}
@@ -55,7 +58,7 @@ func EscapeControls(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f || r == utf8.RuneError && size == 1 {
+		if r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f || r == utf8.RuneError && size == 1 || unicode.Is(unicode.Cf, r) {
 			for j := 0; j < size; j++ {
 				octal(&b, s[i+j])
 			}
@@ -69,7 +72,7 @@ func EscapeControls(s string) string {
 
 func needsQuote(p string) bool {
 	for _, r := range p {
-		if r < 0x20 || r >= 0x7f && r <= 0x9f || r == '"' || r == '\\' || r == utf8.RuneError {
+		if r < 0x20 || r >= 0x7f && r <= 0x9f || r == '"' || r == '\\' || r == utf8.RuneError || unicode.Is(unicode.Cf, r) {
 			return true
 		}
 	}

@@ -15,6 +15,8 @@ func TestQuotePath(t *testing.T) {
 		{"bad\xffutf8", `"bad\377utf8"`},
 		{"del\x7f", `"del\177"`},
 		{"csi\u009b2J", `"csi\302\2332J"`},
+		{"invoice\u202efdp.exe", `"invoice\342\200\256fdp.exe"`}, // right-to-left override
+		{"zero\u200bwidth", `"zero\342\200\213width"`},
 	}
 	for _, tc := range tests {
 		if got := QuotePath(tc.in); got != tc.want {
@@ -32,6 +34,7 @@ func TestEscapeControls(t *testing.T) {
 		"csi\u009b2J":              `csi\302\2332J`,
 		"del\x7f and ünïcode café": `del\177 and ünïcode café`,
 		"raw\x9b2J":                `raw\2332J`,
+		"rlo\u202etxt.exe":         `rlo\342\200\256txt.exe`,
 	} {
 		if got := EscapeControls(in); got != want {
 			t.Errorf("EscapeControls(%q) = %q, want %q", in, got, want)

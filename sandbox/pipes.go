@@ -26,6 +26,26 @@ type pipeIO struct {
 	// Terminals passed through as they are: their settings, restored
 	// when Run is done (the agent may turn echo off, say, and die).
 	ttys []savedTTY
+	// Files passed through as they are: their status flags (O_NONBLOCK,
+	// O_APPEND, O_ASYNC), which belong to the open file description the
+	// caller shares, restored when Run is done. An agent's O_NONBLOCK on
+	// the user's terminal made the shell's next read fail with EAGAIN.
+	flags []savedFlags
+}
+
+type savedFlags struct{ fd, flags int }
+
+// saveFlags records the status flags of f, once per descriptor.
+func (p *pipeIO) saveFlags(f *os.File) {
+	fd := int(f.Fd())
+	for _, s := range p.flags {
+		if s.fd == fd {
+			return
+		}
+	}
+	if fl, err := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0); err == nil {
+		p.flags = append(p.flags, savedFlags{fd, fl})
+	}
 }
 
 type savedTTY struct {
@@ -64,6 +84,7 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 	case *os.File:
 		p.childStdin = in
 		p.saveTTY(in)
+		p.saveFlags(in)
 	default:
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -83,6 +104,7 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 			return nil, nil
 		case *os.File:
 			p.saveTTY(d)
+			p.saveFlags(d)
 			return d, nil
 		}
 		r, w, err := os.Pipe()
@@ -163,6 +185,11 @@ func (p *pipeIO) close() {
 			// Output the agent stopped (tcflow TCOOFF) would hang the
 			// user's terminal and art's own last message: resume it.
 			_ = unix.IoctlSetInt(t.fd, unix.TCXONC, unix.TCOON)
+		}
+		for _, s := range p.flags {
+			if cur, err := unix.FcntlInt(uintptr(s.fd), unix.F_GETFL, 0); err == nil && cur != s.flags {
+				_, _ = unix.FcntlInt(uintptr(s.fd), unix.F_SETFL, s.flags)
+			}
 		}
 		for _, f := range p.childEnds {
 			f.Close()

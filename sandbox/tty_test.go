@@ -415,8 +415,15 @@ func TestNonInteractiveRestoresTerminalSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// TIOCSETD to N_NULL (27): a terminal that discards all input and output.
-	script := `stty -echo raw rows 3 cols 7; echo changed; python3 -c 'import fcntl, struct; fcntl.ioctl(1, 0x5423, struct.pack("i", 27))' || echo no-null-ldisc >&2`
+	flBefore, err := unix.FcntlInt(tt.s.Fd(), unix.F_GETFL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// TIOCSETD to N_NULL (27): a terminal that discards all input and
+	// output. O_NONBLOCK and O_APPEND on the file description the
+	// caller shares: the user's shell then failed its next read.
+	script := `stty -echo raw rows 3 cols 7; echo changed; python3 -c 'import fcntl, struct; fcntl.ioctl(1, 0x5423, struct.pack("i", 27))' || echo no-null-ldisc >&2
+python3 -c 'import fcntl, os; fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL) | os.O_NONBLOCK | os.O_APPEND)'`
 	cmd, resFile := startHelper(t, tt, baseConfig(t, "sh", "-c", script))
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("helper: %v; output %q", err, tt.output())
@@ -436,5 +443,8 @@ func TestNonInteractiveRestoresTerminalSettings(t *testing.T) {
 	}
 	if ld, err := unix.IoctlGetInt(int(tt.s.Fd()), unix.TIOCGETD); err != nil || ld != ldBefore {
 		t.Errorf("line discipline after the sandbox %d, was %d (%v)", ld, ldBefore, err)
+	}
+	if fl, err := unix.FcntlInt(tt.s.Fd(), unix.F_GETFL, 0); err != nil || fl != flBefore {
+		t.Errorf("file status flags after the sandbox %#o, were %#o (%v)", fl, flBefore, err)
 	}
 }
