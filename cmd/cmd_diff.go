@@ -108,9 +108,10 @@ subtrees are skipped by id without being read.`,
 }
 
 func printPatches(g *globals, r *repo.Repo, changes []repo.Change, pal palette) error {
+	d := r.NewDiffer()
 	for _, change := range changes {
 		for _, ch := range change.Sides() {
-			p, err := r.MakePatch(ch)
+			p, err := d.MakePatch(ch)
 			if err != nil {
 				return fmt.Errorf("diff %s: %w", ch.Path, err)
 			}
@@ -149,10 +150,11 @@ type statJSON struct {
 
 func statsOf(r *repo.Repo, changes []repo.Change) ([]statJSON, error) {
 	out := []statJSON{}
+	d := r.NewDiffer()
 	for _, ch := range changes {
 		st := statJSON{Path: ch.Path, Status: ch.Status()}
 		for _, side := range ch.Sides() {
-			p, err := r.MakePatch(side)
+			p, err := d.MakePatch(side)
 			if err != nil {
 				return nil, fmt.Errorf("diff %s: %w", ch.Path, err)
 			}

@@ -306,6 +306,47 @@ func loadPolicy(dir string, o *runOptions) (*policy.Policy, error) {
 	return pol, nil
 }
 
+// privateMountpoint makes the directory the agent's home is mounted on:
+// "home" in a new temporary directory that only the agent's user (and
+// root) may enter. The mount is allow_other and its root shows the home's
+// own mode (0755), which hides the mount point's: a 0700 mount point let
+// every local user read the agent's home, the user's workspace in it, by
+// its path in /tmp. The directory around it keeps them out.
+func privateMountpoint(uid, gid int) (string, error) {
+	parent, err := os.MkdirTemp("", "art-home-")
+	if err != nil {
+		return "", err
+	}
+	mnt := filepath.Join(parent, "home")
+	for _, step := range []func() error{
+		func() error { return os.Chmod(parent, 0o700) },
+		func() error { return os.Mkdir(mnt, 0o700) },
+		func() error { return os.Chown(mnt, uid, gid) },
+		func() error { return os.Chown(parent, uid, gid) },
+	} {
+		if err := step(); err != nil {
+			removeMountpoint(mnt)
+			return "", fmt.Errorf("make the home's mount point in %s: %w", parent, err)
+		}
+	}
+	return mnt, nil
+}
+
+// removeMountpoint removes a run's mount point and the private directory
+// around it, when empty (no longer mounted).
+func removeMountpoint(mnt string) {
+	if os.Remove(mnt) == nil || errors.Is(statErr(mnt), os.ErrNotExist) {
+		if parent := filepath.Dir(mnt); strings.HasPrefix(filepath.Base(parent), "art-home-") {
+			os.Remove(parent)
+		}
+	}
+}
+
+func statErr(p string) error {
+	_, err := os.Lstat(p)
+	return err
+}
+
 // runDirect binds the host workspace read-write into an empty home.
 func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, stdio sandbox.Stdio, st *sessionTrace) error {
 	home, err := os.MkdirTemp("", "art-home-")
@@ -412,15 +453,11 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	}
 	sessJSON, _ := json.Marshal(sess)
 
-	mnt, err := os.MkdirTemp("", "art-home-")
+	mnt, err := privateMountpoint(uid, gid)
 	if err != nil {
 		return runFail(err)
 	}
-	defer os.Remove(mnt)
-	// Only the agent's user (and root) may enter the mount point: the
-	// mount is allow_other, so other host users must not reach it.
-	os.Chown(mnt, uid, gid)
-	os.Chmod(mnt, 0o700)
+	defer removeMountpoint(mnt)
 	wt, resumed, err := r.CreateWorktree(branch, "run", mnt, string(sessJSON))
 	if err != nil {
 		return runFail(err)

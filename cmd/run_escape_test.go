@@ -7,6 +7,7 @@ package cmd
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -360,4 +361,50 @@ func TestRunRefusesAgentOwnedConfig(t *testing.T) {
 	os.Chown(filepath.Join(r.ws, ".art"), 0, 0)
 	before = r.commitCount()
 	r.checkNothingRecorded(before)
+}
+
+// The agent's home is a FUSE mount other host users could reach by its
+// path: allow_other, and its root shows the home's own mode (0755). A local
+// user read the user's workspace through it while a session ran; the
+// private directory around the mount point keeps them out, and goes with
+// the session.
+func TestRunHomeUnreachableForOtherUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root (the home is allow_other only when art runs as root)")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skipf("skipping: setpriv (util-linux) is missing: %v", err)
+	}
+	r := newRepo(t, map[string]string{"secret.txt": "TOPSECRET\n"})
+	c, wait := r.start("run", "-i=false", "--", "sh", "-c", "sleep 30")
+	var mnt string
+	waitUntil := time.Now().Add(20 * time.Second)
+	for mnt == "" && time.Now().Before(waitUntil) {
+		mi, _ := os.ReadFile("/proc/self/mountinfo")
+		for _, line := range strings.Split(string(mi), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], "/art-home-") && strings.Contains(line, "fuse.art") {
+				mnt = f[4]
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if mnt == "" {
+		c.Process.Kill()
+		t.Fatalf("the session's home never appeared:\n%s", wait())
+	}
+	// "nobody" is the agent's user: another one.
+	out, err := exec.Command(setpriv, "--reuid=daemon", "--regid=daemon", "--clear-groups", "cat", filepath.Join(mnt, filepath.Base(r.ws), "secret.txt")).CombinedOutput()
+	c.Process.Signal(syscall.SIGTERM)
+	res := wait()
+	if err == nil || strings.Contains(string(out), "TOPSECRET") {
+		t.Errorf("another local user read the agent's home at %s: %q", mnt, out)
+	}
+	if !strings.Contains(string(out), "Permission denied") {
+		t.Errorf("want permission denied, got %q (%v)", out, err)
+	}
+	t.Logf("session: %s", strings.TrimSpace(res.stderr))
+	if _, err := os.Lstat(filepath.Dir(mnt)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the mount point's directory %s is left behind (%v)", filepath.Dir(mnt), err)
+	}
 }

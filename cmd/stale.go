@@ -3,7 +3,6 @@ package cmd
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/artproject/art/fuse"
@@ -35,7 +34,7 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 			// when empty, i.e. no longer mounted. So is its scheduling
 			// group, if it made one.
 			if w.Mountpoint != "" {
-				os.Remove(w.Mountpoint)
+				removeMountpoint(w.Mountpoint)
 			}
 			sandbox.RemoveStaleSchedGroups()
 			// Every session is a commit: record the one art was killed in,

@@ -216,6 +216,32 @@ type Patch struct {
 
 // MakePatch computes the unified diff of a change with 3 lines of context.
 func (r *Repo) MakePatch(c Change) (*Patch, error) {
+	return r.makePatch(c, nil)
+}
+
+// Differ makes the patches of one command, diffing each pair of contents
+// once: names that share content (hard links, copies) then cost one
+// diff. An agent's 21 hard links to a file of 262,000 distinct lines,
+// rewritten, made art diff diff it 21 times (1.2–1.5 s each); with
+// thousands of links, for hours.
+type Differ struct {
+	r    *Repo
+	seen map[contentPair]*Patch
+}
+
+// contentPair names the contents a patch's hunks depend on.
+type contentPair struct{ old, new objects.ID }
+
+// maxDiffCache bounds the content diffs a Differ keeps.
+const maxDiffCache = 64
+
+// NewDiffer returns a Differ over r.
+func (r *Repo) NewDiffer() *Differ { return &Differ{r: r, seen: map[contentPair]*Patch{}} }
+
+// MakePatch is Repo.MakePatch, reusing the diff of contents seen before.
+func (d *Differ) MakePatch(c Change) (*Patch, error) { return d.r.makePatch(c, d) }
+
+func (r *Repo) makePatch(c Change, d *Differ) (*Patch, error) {
 	p := &Patch{Change: c}
 	h := func(format string, args ...any) { p.Header = append(p.Header, fmt.Sprintf(format, args...)) }
 	h("diff --art %s %s", QuotePath("a/"+c.Path), QuotePath("b/"+c.Path))
@@ -242,6 +268,36 @@ func (r *Repo) MakePatch(c Change) (*Patch, error) {
 	if c.Old != nil && c.New != nil && c.Old.ID == c.New.ID && c.Old.Target == c.New.Target {
 		return p, nil // metadata only
 	}
+	var key contentPair
+	cacheable := d != nil && (c.Old == nil || c.Old.Type == objects.TypeFile) && (c.New == nil || c.New.Type == objects.TypeFile)
+	if cacheable {
+		if c.Old != nil {
+			key.old = c.Old.ID
+		}
+		if c.New != nil {
+			key.new = c.New.ID
+		}
+		if q, ok := d.seen[key]; ok {
+			p.Binary, p.Stat, p.Hunks = q.Binary, q.Stat, q.Hunks
+			if p.Binary {
+				h("Binary files %s and %s differ", side("a", c.Path, c.Old), side("b", c.Path, c.New))
+			} else if len(p.Hunks) > 0 {
+				h("--- %s", side("a", c.Path, c.Old))
+				h("+++ %s", side("b", c.Path, c.New))
+			}
+			return p, nil
+		}
+	}
+	// done keeps a finished patch's diff for the names that follow.
+	done := func() (*Patch, error) {
+		if cacheable {
+			if len(d.seen) >= maxDiffCache {
+				clear(d.seen)
+			}
+			d.seen[key] = p
+		}
+		return p, nil
+	}
 	oldB, err := r.Content(c.Old)
 	if err != nil {
 		return nil, err
@@ -255,7 +311,7 @@ func (r *Repo) MakePatch(c Change) (*Patch, error) {
 		p.Binary = true
 		p.Stat.Binary = true
 		h("Binary files %s and %s differ", side("a", c.Path, c.Old), side("b", c.Path, c.New))
-		return p, nil
+		return done()
 	}
 	p.Hunks, p.Stat = unified(string(oldB), string(newB), 3)
 	if len(p.Hunks) > 0 {
@@ -264,7 +320,7 @@ func (r *Repo) MakePatch(c Change) (*Patch, error) {
 		h("--- %s", side("a", c.Path, c.Old))
 		h("+++ %s", side("b", c.Path, c.New))
 	}
-	return p, nil
+	return done()
 }
 
 func side(prefix, path string, e *objects.Entry) string {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -380,5 +381,57 @@ func TestLineDiffPastGoDiffsLimit(t *testing.T) {
 	changed := strings.Replace(c.String(), "line 500\n", "line 500 changed\n", 1)
 	if _, st := unified(c.String(), changed, 3); st.Added != 1 || st.Deleted != 1 {
 		t.Fatalf("one line changed among %d repeating ones: %d added, %d deleted", 2*n, st.Added, st.Deleted)
+	}
+}
+
+// A Differ diffs each pair of contents once: names sharing content (hard
+// links an agent made by the thousand) get the same patch, under their own
+// names, for the cost of one.
+func TestDifferReusesContentDiffs(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	var v1, v2 strings.Builder
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&v1, "line %d\n", i)
+		fmt.Fprintf(&v2, "line %d changed\n", i)
+	}
+	files := map[string]string{}
+	for i := 0; i < 30; i++ {
+		files[fmt.Sprintf("d%d/f", i)] = v1.String()
+	}
+	files["bin"] = "\x00binary"
+	writeFiles(t, ws, files)
+	a := push(t, r, ws, "v1").Commit
+	for p := range files {
+		files[p] = v2.String()
+	}
+	files["bin"] = "\x00binary, changed"
+	writeFiles(t, ws, files)
+	b := push(t, r, ws, "v2").Commit
+	changes, err := r.DiffTrees(wsTreeID(t, r, a, "ws"), wsTreeID(t, r, b, "ws"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.NewDiffer()
+	var first *Patch
+	for _, c := range changes {
+		want, err := r.MakePatch(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.MakePatch(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: the Differ's patch differs from MakePatch's:\n%+v\n%+v", c.Path, got, want)
+		}
+		if c.Path != "bin" {
+			if first == nil {
+				first = got
+			} else if &got.Hunks[0] != &first.Hunks[0] {
+				t.Errorf("%s: its content was diffed again", c.Path)
+			}
+		}
 	}
 }
