@@ -172,6 +172,10 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 		return &PullResult{Conflicts: p.blockers}, fmt.Errorf("%w: nothing was changed; these paths cannot be replaced:\n  %s\n(move them out of %s, then pull again)",
 			ErrConflict, strings.Join(p.blockers, "\n  "), dir)
 	}
+	if need, avail, ok := p.roomFor(dir, root); !ok && !o.Force {
+		return &PullResult{}, fmt.Errorf("%w: nothing was changed; the commit's files take %d MiB more in %s, which has %d MiB available (content repeated in a commit, hard links among it, is stored once in the repository and written out in full here); free space or pull elsewhere, or pull anyway with --force",
+			ErrConflict, need>>20, dir, avail>>20)
+	}
 	if len(p.conflicts) > 0 && !o.Force {
 		sort.Strings(p.conflicts)
 		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: nothing was changed; %d path(s) need a decision:\n  %s\n(push host changes first with 'art push'; --force writes what the commit holds over all of them)",
@@ -241,6 +245,46 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 			ErrConflict, len(p.raced), strings.Join(p.raced, "\n  "))
 	}
 	return &p.res, nil
+}
+
+// roomFor reports whether the host filesystem at dir has room for what
+// the plan writes: the bytes of the files it writes less those of the
+// host files it replaces or deletes, against what an unprivileged user
+// may still use there (pull runs as root, and the host keeps its
+// reserve). An agent's 100 hard links to a 20 MB file, 100 KB in the
+// repository, made a pull write 1.9 GB, and a thousand links to a 16 GiB
+// file would have filled any disk.
+func (p *puller) roomFor(dir string, root *pullNode) (need, avail int64, ok bool) {
+	var walk func(n *pullNode)
+	walk = func(n *pullNode) {
+		switch n.op {
+		case opWrite:
+			if n.stored != nil && n.stored.Type == objects.TypeFile {
+				need += int64(n.stored.Size)
+			}
+			if n.host != nil && n.host.typ == objects.TypeFile {
+				need -= n.host.size
+			}
+		case opDelete:
+			if n.host != nil && n.host.typ == objects.TypeFile {
+				need -= n.host.size
+			}
+		}
+		for _, k := range n.kids {
+			walk(k)
+		}
+	}
+	walk(root)
+	var st unix.Statfs_t
+	if need <= 0 || unix.Statfs(dir, &st) != nil || st.Blocks == 0 {
+		return need, 0, true
+	}
+	bs := st.Frsize
+	if bs <= 0 {
+		bs = st.Bsize
+	}
+	avail = int64(st.Bavail) * bs
+	return need, avail, need <= avail
 }
 
 // probeWrite checks that the repository takes a write (not read-only, not
@@ -364,6 +408,9 @@ func (p *puller) plan(n *pullNode) error {
 		switch {
 		case h == nil:
 			kid.op = opWrite
+			if e.Type == objects.TypeDir {
+				p.checkDirMode(kid, noMode)
+			}
 			if rel == ".artignore" && len(p.sc.synced) > 0 {
 				// New in a workspace synced before, it would decide
 				// what the next push leaves out (an agent's could hide
@@ -381,6 +428,7 @@ func (p *puller) plan(n *pullNode) error {
 			}
 		case h.typ == objects.TypeDir && e.Type == objects.TypeDir:
 			kid.op = opKeep
+			p.checkDirMode(kid, h.mode)
 		default:
 			same, err := p.sameContent(h, e)
 			if err != nil {
@@ -766,6 +814,32 @@ func hostMode(e *objects.Entry, h *hostEntry) uint32 {
 		m |= e.Mode & unsafeModeBits & h.mode
 	}
 	return m
+}
+
+// noMode is checkDirMode's "no host directory yet".
+const noMode = ^uint32(0)
+
+// checkDirMode records a conflict when the commit gives a host directory
+// a mode that shuts its owner out, or, for one the host has (mode from),
+// opens it to writes by its group or others: an agent's chmod 0 src left
+// the user's src unreadable after a pull, and art diff does not show
+// directory modes. A mode as the workspace's last push stored it is the
+// user's own.
+func (p *puller) checkDirMode(n *pullNode, from uint32) {
+	to := hostMode(n.stored, n.host)
+	shut := to&0o700 != 0o700
+	opened := from != noMode && to&0o022&^from != 0
+	if !shut && !opened {
+		return
+	}
+	if a, ok, err := p.pushedEntry(n.rel); err == nil && ok && a.Type == objects.TypeDir && a.Mode == n.stored.Mode {
+		return
+	}
+	if shut {
+		p.conflict(n.rel, fmt.Sprintf("a directory mode %04o that shuts its owner out; review it, then pull with --force", to))
+	} else {
+		p.conflict(n.rel, fmt.Sprintf("a directory mode %04o that lets others write where %04o did not; review it, then pull with --force", to, from&0o7777))
+	}
 }
 
 // errRaced stops the installation of one entry whose name the host changed

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -455,4 +456,86 @@ func TestPullTemporaryNamesNeverClobber(t *testing.T) {
 			t.Errorf("temporary %s left behind", e.Name())
 		}
 	}
+}
+
+// A pull checks the host has room for what it writes: hard links and
+// repeated content are stored once in the repository and written out in
+// full (an agent's 100 links to a 20 MB file made a pull write 1.9 GB).
+func TestPullRefusesWhatTheHostHasNoRoomFor(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("SKIP: mounting a small tmpfs needs root")
+	}
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	big := make([]byte, 1<<20)
+	rand.New(rand.NewSource(2)).Read(big)
+	if err := os.WriteFile(filepath.Join(ws, "big"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		if err := os.Link(filepath.Join(ws, "big"), filepath.Join(ws, fmt.Sprintf("link%02d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := push(t, r, ws, "41 names, one content").Commit
+	mnt := t.TempDir()
+	if err := mountTmpfs(mnt, "size=16m"); err != nil {
+		t.Skipf("SKIP: cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unmount(mnt) })
+	dir := filepath.Join(mnt, "ws")
+	_, err := r.Pull(PullOptions{Dir: dir, Commit: c})
+	mustFail(t, err, ErrConflict)
+	if !strings.Contains(err.Error(), "41 MiB more") || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("the message does not say what is needed and what to do: %v", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("a refused pull wrote %d entries", len(ents))
+	}
+	// What fits goes through.
+	for i := 0; i < 30; i++ {
+		os.Remove(filepath.Join(ws, fmt.Sprintf("link%02d", i)))
+	}
+	c = push(t, r, ws, "11 names").Commit
+	if _, err := r.Pull(PullOptions{Dir: dir, Commit: c}); err != nil {
+		t.Fatalf("a pull that fits: %v", err)
+	}
+}
+
+// A commit that shuts the user out of a directory, or opens one to
+// others' writes, is held back for review: art diff does not show
+// directory modes (an agent's chmod 0 src left the user's src unreadable).
+func TestPullHoldsBackDirectoryModes(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"src/main.c": "int main;\n", "docs/a": "a\n", "own/x": "x\n", "fine/y": "y\n"})
+	os.Chmod(filepath.Join(ws, "own"), 0o700) // the user's own choice
+	base := push(t, r, ws, "base").Commit
+	os.Chmod(filepath.Join(ws, "src"), 0)
+	os.Chmod(filepath.Join(ws, "docs"), 0o775)
+	os.Chmod(filepath.Join(ws, "fine"), 0o750)
+	writeFiles(t, ws, map[string]string{"new/z": "z\n"})
+	os.Chmod(filepath.Join(ws, "new"), 0o300)
+	agent := sessionCommit(t, r, push(t, r, ws, "as the agent left it").Commit, base)
+	os.Chmod(filepath.Join(ws, "src"), 0o755)
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: base, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Pull(PullOptions{Dir: ws, Commit: agent})
+	mustFail(t, err, ErrConflict)
+	for _, want := range []string{"src (a directory mode 0000 that shuts its owner out", "docs (a directory mode 0775 that lets others write where 0755", "new (a directory mode 0300 that shuts"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the conflicts lack %q:\n%v", want, err)
+		}
+	}
+	for _, no := range []string{"own", "fine"} {
+		if strings.Contains(err.Error(), "\n  "+no+" ") {
+			t.Errorf("%s conflicts: %v", no, err)
+		}
+	}
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: agent, Force: true}); err != nil {
+		t.Fatalf("forced: %v", err)
+	}
+	os.Chmod(filepath.Join(ws, "src"), 0o755)
+	os.Chmod(filepath.Join(ws, "new"), 0o755)
 }
