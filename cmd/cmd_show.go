@@ -36,11 +36,11 @@ func newShowCmd(g *globals) *cobra.Command {
 				rev = args[0]
 			}
 			if traceSummary {
-				_, events, err := loadTrace(r, rev)
-				if err != nil {
+				z := tracer.NewSummarizer()
+				if err := eachTraceEvent(r, rev, func(e *tracer.Event) error { z.Add(e); return nil }); err != nil {
 					return err
 				}
-				sum := tracer.Summarize(events)
+				sum := z.Summary()
 				if asJSON {
 					return writeJSON(g.stdout, sum)
 				}

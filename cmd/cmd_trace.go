@@ -18,28 +18,28 @@ import (
 // errNoTrace is returned for commits of sessions that were not traced.
 var errNoTrace = errors.New("no syscall log")
 
-// loadTrace reads the stored syscall log of a commit.
-func loadTrace(r *repo.Repo, rev string) (objects.ID, []tracer.Event, error) {
+// eachTraceEvent reads the stored syscall log of a commit event by event
+// (a log can be far larger than memory: tracer.EachJSON).
+func eachTraceEvent(r *repo.Repo, rev string, f func(e *tracer.Event) error) error {
 	id, err := r.Resolve(rev)
 	if err != nil {
-		return id, nil, err
+		return err
 	}
 	c, err := r.LoadCommit(id)
 	if err != nil {
-		return id, nil, err
+		return err
 	}
 	if c.Session == nil || c.Session.TraceID == nil {
-		return id, nil, fmt.Errorf("%w: commit %s was not traced (record one with 'art run --trace')", errNoTrace, id.Short())
+		return fmt.Errorf("%w: commit %s was not traced (record one with 'art run --trace')", errNoTrace, id.Short())
 	}
 	fr, err := objects.OpenFile(r, *c.Session.TraceID)
 	if err != nil {
-		return id, nil, fmt.Errorf("syscall log of %s: %w", id.Short(), err)
+		return fmt.Errorf("syscall log of %s: %w", id.Short(), err)
 	}
-	events, err := tracer.ReadJSON(bufio.NewReaderSize(fr, 1<<20))
-	if err != nil {
-		return id, nil, fmt.Errorf("syscall log of %s: %w", id.Short(), err)
+	if err := tracer.EachJSON(bufio.NewReaderSize(fr, 1<<20), f); err != nil {
+		return fmt.Errorf("syscall log of %s: %w", id.Short(), err)
 	}
-	return id, events, nil
+	return nil
 }
 
 func newTraceCmd(g *globals) *cobra.Command {
@@ -83,20 +83,15 @@ or sandbox pid). 'art show REV --trace-summary' condenses the log.`,
 				return err
 			}
 			defer r.Close()
-			_, events, err := loadTrace(r, rev)
-			if err != nil {
-				return err
-			}
 			w := bufio.NewWriterSize(g.stdout, 1<<16)
 			defer w.Flush()
 			var buf []byte
-			for i := range events {
-				e := &events[i]
+			return eachTraceEvent(r, rev, func(e *tracer.Event) error {
 				if pid != 0 && e.Pid != pid && e.NSPid != pid {
-					continue
+					return nil
 				}
 				if keep != nil && e.Kind == tracer.KindSyscall && !keep[e.Syscall] {
-					continue
+					return nil
 				}
 				buf = buf[:0]
 				if asJSON {
@@ -107,9 +102,9 @@ or sandbox pid). 'art show REV --trace-summary' condenses the log.`,
 				if !bytes.HasSuffix(buf, []byte("\n")) {
 					buf = append(buf, '\n')
 				}
-				w.Write(buf)
-			}
-			return nil
+				w.Write(buf) // as any filter's output: a closed pipe ends art by SIGPIPE
+				return nil
+			})
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "JSON lines, one event each")

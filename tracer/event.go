@@ -590,18 +590,32 @@ func appendJSONString(b []byte, s string) []byte {
 
 // ReadJSON reads events written as JSON lines (Options.JSON) back.
 func ReadJSON(r io.Reader) ([]Event, error) {
-	dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 	var out []Event
-	for {
+	err := EachJSON(r, func(e *Event) error {
+		out = append(out, *e)
+		return nil
+	})
+	return out, err
+}
+
+// EachJSON reads events written as JSON lines back one at a time, calling
+// f with each (valid until f returns) and stopping at f's first error.
+// Readers of a log too large to hold (an agent's traced session can write
+// gigabytes of arguments) go through it event by event.
+func EachJSON(r io.Reader, f func(e *Event) error) error {
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
+	for n := 1; ; n++ {
 		var e Event
 		err := dec.Decode(&e)
 		if err == io.EOF {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return out, fmt.Errorf("tracer: reading event %d: %w", len(out)+1, err)
+			return fmt.Errorf("tracer: reading event %d: %w", n, err)
 		}
 		e.retHex = e.Kind == KindSyscall && retIsHex(e.Syscall)
-		out = append(out, e)
+		if err := f(&e); err != nil {
+			return err
+		}
 	}
 }
