@@ -820,14 +820,14 @@ func hostMode(e *objects.Entry, h *hostEntry) uint32 {
 const noMode = ^uint32(0)
 
 // checkDirMode records a conflict when the commit gives a host directory
-// a mode that shuts its owner out, or, for one the host has (mode from),
+// a mode that shuts its owner out (no read or search), or, for one the host has (mode from),
 // opens it to writes by its group or others: an agent's chmod 0 src left
 // the user's src unreadable after a pull, and art diff does not show
 // directory modes. A mode as the workspace's last push stored it is the
 // user's own.
 func (p *puller) checkDirMode(n *pullNode, from uint32) {
 	to := hostMode(n.stored, n.host)
-	shut := to&0o700 != 0o700
+	shut := to&0o500 != 0o500 // read-only ones (Go's module cache) are common
 	opened := from != noMode && to&0o022&^from != 0
 	if !shut && !opened {
 		return

@@ -514,8 +514,9 @@ func TestPullHoldsBackDirectoryModes(t *testing.T) {
 	os.Chmod(filepath.Join(ws, "src"), 0)
 	os.Chmod(filepath.Join(ws, "docs"), 0o775)
 	os.Chmod(filepath.Join(ws, "fine"), 0o750)
-	writeFiles(t, ws, map[string]string{"new/z": "z\n"})
+	writeFiles(t, ws, map[string]string{"new/z": "z\n", "ro/w": "w\n"})
 	os.Chmod(filepath.Join(ws, "new"), 0o300)
+	os.Chmod(filepath.Join(ws, "ro"), 0o555) // read-only, as Go's module cache
 	agent := sessionCommit(t, r, push(t, r, ws, "as the agent left it").Commit, base)
 	os.Chmod(filepath.Join(ws, "src"), 0o755)
 	if _, err := r.Pull(PullOptions{Dir: ws, Commit: base, Force: true}); err != nil {
@@ -528,7 +529,7 @@ func TestPullHoldsBackDirectoryModes(t *testing.T) {
 			t.Errorf("the conflicts lack %q:\n%v", want, err)
 		}
 	}
-	for _, no := range []string{"own", "fine"} {
+	for _, no := range []string{"own", "fine", "ro"} {
 		if strings.Contains(err.Error(), "\n  "+no+" ") {
 			t.Errorf("%s conflicts: %v", no, err)
 		}
@@ -538,4 +539,5 @@ func TestPullHoldsBackDirectoryModes(t *testing.T) {
 	}
 	os.Chmod(filepath.Join(ws, "src"), 0o755)
 	os.Chmod(filepath.Join(ws, "new"), 0o755)
+	os.Chmod(filepath.Join(ws, "ro"), 0o755)
 }
