@@ -335,16 +335,11 @@ func privateMountpoint(uid, gid int) (string, error) {
 // removeMountpoint removes a run's mount point and the private directory
 // around it, when empty (no longer mounted).
 func removeMountpoint(mnt string) {
-	if os.Remove(mnt) == nil || errors.Is(statErr(mnt), os.ErrNotExist) {
+	if err := os.Remove(mnt); err == nil || errors.Is(err, os.ErrNotExist) {
 		if parent := filepath.Dir(mnt); strings.HasPrefix(filepath.Base(parent), "art-home-") {
 			os.Remove(parent)
 		}
 	}
-}
-
-func statErr(p string) error {
-	_, err := os.Lstat(p)
-	return err
 }
 
 // runDirect binds the host workspace read-write into an empty home.

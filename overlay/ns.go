@@ -177,14 +177,15 @@ func (fs *FS) NodeCounts() (nodes, freed int) {
 func (fs *FS) Getattr(ino uint64) (Attr, error) {
 	fs.ns.RLock()
 	n := fs.inodes[ino]
-	dead, ok := fs.dead[ino]
-	fs.ns.RUnlock()
 	if n == nil {
+		dead, ok := fs.dead[ino]
+		fs.ns.RUnlock()
 		if ok {
 			return dead, nil
 		}
 		return Attr{}, errNoEnt
 	}
+	fs.ns.RUnlock()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.attr(), nil

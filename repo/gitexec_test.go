@@ -122,6 +122,15 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 			change:  map[string]string{".githooks/pre-commit": "#!/bin/sh\nid\n"},
 			modes:   map[string]os.FileMode{".githooks/pre-commit": 0o755},
 			flagged: []string{".githooks/pre-commit (a git hook"}},
+		{name: "hook in a core.hooksPath directory named by its absolute path",
+			base:    map[string]string{".git/config": cfg + "\thooksPath = $WS/tools/hooks\n", "tools/hooks/README": "hooks\n"},
+			change:  map[string]string{"tools/hooks/post-merge": "#!/bin/sh\nid\n"},
+			modes:   map[string]os.FileMode{"tools/hooks/post-merge": 0o755},
+			flagged: []string{"tools/hooks/post-merge (a git hook"}},
+		{name: "config too large to check",
+			base:    map[string]string{".git/config": cfg},
+			change:  map[string]string{".git/config": cfg + "# " + strings.Repeat("x", maxGitConfig) + "\n"},
+			flagged: []string{".git/config (a git config too large to check"}},
 		{name: "the user's own hook in the core.hooksPath directory",
 			base:   map[string]string{".git/config": cfg + "\thooksPath = .githooks\n", ".githooks/pre-commit": "#!/bin/sh\nmake lint\n"},
 			bmodes: map[string]os.FileMode{".githooks/pre-commit": 0o755},
@@ -139,7 +148,7 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := newTestRepo(t)
 			ws := newWorkspace(t, "ws")
-			writeFiles(t, ws, c.base)
+			writeFiles(t, ws, withWS(c.base, ws))
 			for p, m := range c.bmodes {
 				if err := os.Chmod(filepath.Join(ws, p), m); err != nil {
 					t.Fatal(err)
@@ -151,7 +160,7 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			writeFiles(t, ws, c.change)
+			writeFiles(t, ws, withWS(c.change, ws))
 			for p, m := range c.modes {
 				if err := os.Chmod(filepath.Join(ws, p), m); err != nil {
 					t.Fatal(err)
@@ -261,4 +270,13 @@ func sessionCommit(t *testing.T, r *Repo, of, parent objects.ID) objects.ID {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// withWS returns files with "$WS" in their contents replaced by ws.
+func withWS(files map[string]string, ws string) map[string]string {
+	out := make(map[string]string, len(files))
+	for p, c := range files {
+		out[p] = strings.ReplaceAll(c, "$WS", ws)
+	}
+	return out
 }
