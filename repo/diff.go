@@ -2,6 +2,7 @@ package repo
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -42,7 +43,13 @@ func (c Change) Sides() []Change {
 }
 
 func sameEntry(a, b *objects.Entry) bool {
-	if a.Type != b.Type || a.Mode != b.Mode || a.ID != b.ID || a.Size != b.Size || a.Target != b.Target || len(a.Xattrs) != len(b.Xattrs) {
+	return a.ID == b.ID && a.Size == b.Size && a.Target == b.Target && sameMeta(a, b)
+}
+
+// sameMeta reports whether two entries have the same type, mode and
+// xattrs, whatever their content.
+func sameMeta(a, b *objects.Entry) bool {
+	if a.Type != b.Type || a.Mode != b.Mode || len(a.Xattrs) != len(b.Xattrs) {
 		return false
 	}
 	for i := range a.Xattrs {
@@ -154,8 +161,26 @@ func (r *Repo) diffDir(dir string, a, b objects.ID, f pathFilter, out *[]Change)
 			if ea != nil && !aDir && f.wants(p) {
 				*out = append(*out, Change{Path: p, Old: ea})
 			}
+			// A directory's own mode and xattrs are a change of
+			// their own: an agent's chmod 0700 or 0777 of a directory
+			// otherwise showed nowhere.
+			if aDir && bDir && !sameMeta(ea, eb) && f.wants(p) {
+				*out = append(*out, Change{Path: p, Old: ea, New: eb})
+			}
+			before := len(*out)
 			if err := r.diffDir(p, sa, sb, f, out); err != nil {
 				return err
+			}
+			// A directory added or deleted shows through its contents;
+			// an empty one has none, so it is listed itself. (A wanted
+			// directory has all its contents wanted, so nothing listed
+			// below it means it is empty.)
+			if aDir != bDir && len(*out) == before && f.wants(p) {
+				if aDir {
+					*out = append(*out, Change{Path: p, Old: ea})
+				} else {
+					*out = append(*out, Change{Path: p, New: eb})
+				}
 			}
 			if eb != nil && !bDir && f.wants(p) {
 				*out = append(*out, Change{Path: p, New: eb})
@@ -250,22 +275,27 @@ func (r *Repo) makePatch(c Change, d *Differ) (*Patch, error) {
 		case objects.TypeSymlink:
 			return "120000"
 		case objects.TypeDir:
-			return "040000"
+			return fmt.Sprintf("04%04o", e.Mode)
 		case objects.TypeFifo:
 			return fmt.Sprintf("01%04o", e.Mode)
 		}
 		return fmt.Sprintf("10%04o", e.Mode)
 	}
+	kind := "file"
+	if e := cmp.Or(c.New, c.Old); e.Type == objects.TypeDir {
+		kind = "directory"
+	}
 	switch {
 	case c.Old == nil:
-		h("new file mode %s", mode(c.New))
+		h("new %s mode %s", kind, mode(c.New))
 	case c.New == nil:
-		h("deleted file mode %s", mode(c.Old))
+		h("deleted %s mode %s", kind, mode(c.Old))
 	case mode(c.Old) != mode(c.New):
 		h("old mode %s", mode(c.Old))
 		h("new mode %s", mode(c.New))
 	}
-	if c.Old != nil && c.New != nil && c.Old.ID == c.New.ID && c.Old.Target == c.New.Target {
+	p.Header = append(p.Header, xattrLines(c.Old, c.New)...)
+	if kind == "directory" || c.Old != nil && c.New != nil && c.Old.ID == c.New.ID && c.Old.Target == c.New.Target {
 		return p, nil // metadata only
 	}
 	var key contentPair
@@ -321,6 +351,49 @@ func (r *Repo) makePatch(c Change, d *Differ) (*Patch, error) {
 		h("+++ %s", side("b", c.Path, c.New))
 	}
 	return done()
+}
+
+// xattrLines lists the extended attributes one side has and the other
+// has not, or holds another value for, one header line each: git has no
+// xattrs, and an agent's security.capability or user.* attribute is as
+// much a change as a mode bit. Names are the agent's and quoted.
+func xattrLines(old, new *objects.Entry) []string {
+	var a, b []objects.Xattr
+	if old != nil {
+		a = old.Xattrs
+	}
+	if new != nil {
+		b = new.Xattrs
+	}
+	byName := make(map[string][]byte, len(a))
+	for _, x := range a {
+		byName[x.Name] = x.Value
+	}
+	var lines []string
+	for _, x := range b {
+		was, ok := byName[x.Name]
+		switch {
+		case !ok:
+			lines = append(lines, fmt.Sprintf("new xattr %s (%s)", QuotePath(x.Name), plural(len(x.Value), "byte")))
+		case !bytes.Equal(was, x.Value):
+			lines = append(lines, fmt.Sprintf("changed xattr %s (%s)", QuotePath(x.Name), plural(len(x.Value), "byte")))
+		}
+		delete(byName, x.Name)
+	}
+	for _, x := range a {
+		if _, gone := byName[x.Name]; gone {
+			lines = append(lines, fmt.Sprintf("deleted xattr %s", QuotePath(x.Name)))
+		}
+	}
+	return lines
+}
+
+// plural is "1 byte" or "n bytes".
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
 }
 
 func side(prefix, path string, e *objects.Entry) string {

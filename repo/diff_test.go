@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -432,6 +433,122 @@ func TestDifferReusesContentDiffs(t *testing.T) {
 			} else if &got.Hunks[0] != &first.Hunks[0] {
 				t.Errorf("%s: its content was diffed again", c.Path)
 			}
+		}
+	}
+}
+
+// TestDiffShowsDirectoriesAndXattrs: what a tree stores beyond files'
+// content and mode is a change too. A directory's mode (an agent's chmod
+// 0777), an empty directory made or removed, and xattrs showed nowhere.
+func TestDiffShowsDirectoriesAndXattrs(t *testing.T) {
+	r := newTestRepo(t)
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	fid, _, err := tx.PutFile(strings.NewReader("same\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := func(name string, xattrs ...objects.Xattr) objects.Entry {
+		return objects.Entry{Name: name, Type: objects.TypeFile, Mode: 0o644, ID: fid, Size: 5, Xattrs: xattrs}
+	}
+	tree := func(entries ...objects.Entry) objects.ID {
+		id, err := tx.PutTree(&objects.Tree{Entries: entries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	dir := func(name string, mode uint32, id objects.ID, xattrs ...objects.Xattr) objects.Entry {
+		return objects.Entry{Name: name, Type: objects.TypeDir, Mode: mode, ID: id, Xattrs: xattrs}
+	}
+	x := func(name, value string) objects.Xattr { return objects.Xattr{Name: name, Value: []byte(value)} }
+	empty := tree()
+	a := tree(
+		dir("gone-empty", 0o755, empty),
+		dir("opened", 0o755, tree(file("f"))),
+		dir("tagged", 0o755, empty),
+		file("was-file"),
+		file("xattrs", x("user.changed", "1"), x("user.gone", "g")),
+	)
+	b := tree(
+		dir("new-empty", 0o700, empty),
+		dir("new-full", 0o755, tree(file("f"))),
+		dir("opened", 0o777, tree(file("f"))),
+		dir("tagged", 0o755, empty, x("user.t", "")),
+		dir("was-file", 0o755, empty),
+		file("xattrs", x("security.capability", "\x01\x02"), x("user.\x1b[31mred", "r"), x("user.changed", "22")),
+	)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.DiffTrees(a, b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Join([]string{
+		"D gone-empty",
+		"A new-empty",
+		"A new-full/f", // a directory with contents shows through them
+		"M opened",
+		"M tagged",
+		"D was-file",
+		"A was-file",
+		"M xattrs",
+	}, "\n")
+	if g := changeList(got); g != want {
+		t.Errorf("changes:\n%s\nwant:\n%s", g, want)
+	}
+	headers := map[string][]string{}
+	for _, c := range got {
+		p, err := r.MakePatch(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if metaOnly := c.Old != nil && c.New != nil || cmp.Or(c.Old, c.New).Type == objects.TypeDir; metaOnly && len(p.Hunks) != 0 {
+			t.Errorf("%s: hunks %q for a change of metadata", c.Path, p.Hunks)
+		}
+		headers[c.Status()+" "+c.Path] = p.Header[1:]
+	}
+	wantHeaders := map[string][]string{
+		"D gone-empty": {"deleted directory mode 040755"},
+		"A new-empty":  {"new directory mode 040700"},
+		"A new-full/f": {"new file mode 100644", "--- /dev/null", "+++ b/new-full/f"},
+		"M opened":     {"old mode 040755", "new mode 040777"},
+		"M tagged":     {"new xattr user.t (0 bytes)"},
+		"A was-file":   {"new directory mode 040755"},
+		"M xattrs": {
+			"new xattr security.capability (2 bytes)",
+			`new xattr "user.\033[31mred" (1 byte)`,
+			"changed xattr user.changed (2 bytes)",
+			"deleted xattr user.gone",
+		},
+	}
+	for k, w := range wantHeaders {
+		if !reflect.DeepEqual(headers[k], w) {
+			t.Errorf("%s: header %q, want %q", k, headers[k], w)
+		}
+	}
+
+	// A path filter keeps a directory's own change when it names it or
+	// what holds it, and an empty directory still shows.
+	for _, tc := range []struct {
+		paths []string
+		want  string
+	}{
+		{[]string{"opened"}, "M opened"},
+		{[]string{"opened/f"}, ""},
+		{[]string{"new-empty"}, "A new-empty"},
+		{[]string{"new-full"}, "A new-full/f"},
+	} {
+		got, err := r.DiffTrees(a, b, tc.paths)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := changeList(got); g != tc.want {
+			t.Errorf("paths %q: %q, want %q", tc.paths, g, tc.want)
 		}
 	}
 }
