@@ -315,7 +315,7 @@ func loadPolicy(dir string, o *runOptions) (*policy.Policy, error) {
 func privateMountpoint(uid, gid int) (string, error) {
 	parent, err := os.MkdirTemp("", "art-home-")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("make the home's mount point: %w (set TMPDIR to a writable directory)", err)
 	}
 	mnt := filepath.Join(parent, "home")
 	for _, step := range []func() error{
@@ -326,7 +326,7 @@ func privateMountpoint(uid, gid int) (string, error) {
 	} {
 		if err := step(); err != nil {
 			removeMountpoint(mnt)
-			return "", fmt.Errorf("make the home's mount point in %s: %w", parent, err)
+			return "", fmt.Errorf("make the home's mount point in %s: %w (set TMPDIR to a writable directory that allows chown)", parent, err)
 		}
 	}
 	return mnt, nil

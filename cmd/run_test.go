@@ -504,6 +504,16 @@ func TestRunBadInput(t *testing.T) {
 	if err := os.Mkdir(emptyPath, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A temporary directory with room for the private directory around
+	// the home's mount point but not for the mount point itself.
+	noInodes := filepath.Join(r.base, "no-inodes")
+	if err := os.Mkdir(noInodes, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", noInodes, "tmpfs", 0, "nr_inodes=2,mode=0755"); err != nil {
+		t.Fatalf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(noInodes, syscall.MNT_DETACH) })
 	hostBefore := hashTree(t, r.ws)
 	cmd := []string{"--", "sh", "-c", "echo RAN"}
 	tests := []struct {
@@ -526,6 +536,8 @@ func TestRunBadInput(t *testing.T) {
 		{"bad branch name", []string{"run", "-i=false", "-b", "a..b"}, nil, []string{"a..b"}},
 		{"--user root", []string{"run", "-i=false", "--user", "root"}, nil, []string{"root"}},
 		{"bwrap missing", []string{"run", "-i=false"}, []string{"PATH=" + emptyPath}, []string{"bwrap", "install"}},
+		{"TMPDIR missing", []string{"run", "-i=false"}, []string{"TMPDIR=" + filepath.Join(r.base, "nope")}, []string{"mount point", "no such file", "set TMPDIR"}},
+		{"TMPDIR full", []string{"run", "-i=false"}, []string{"TMPDIR=" + noInodes}, []string{"mount point in " + noInodes + "/art-home-", "no space", "set TMPDIR"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -542,6 +554,9 @@ func TestRunBadInput(t *testing.T) {
 			r.checkNothingRecorded(n)
 			if hashTree(t, r.ws) != hostBefore {
 				t.Errorf("host workspace changed")
+			}
+			if left, _ := os.ReadDir(noInodes); len(left) != 0 {
+				t.Errorf("left in TMPDIR: %v", left)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -124,5 +126,38 @@ func TestScopeSkipsSetuidWithoutAdmin(t *testing.T) {
 	}
 	if setUID(filepath.Join(dir, "missing")) {
 		t.Error("a missing file is set-user-ID")
+	}
+}
+
+// TestScopeThreadFailsPastTheNestingLimit: a thread already in as many
+// Landlock domains as the kernel nests (16) cannot be scoped again; the
+// error names the call, and the run that asked fails (defaultStarter wraps
+// it as "scope the sandbox") rather than starting an unscoped sandbox.
+func TestScopeThreadFailsPastTheNestingLimit(t *testing.T) {
+	if !ScopesSupported() {
+		t.Skip("skipping: this kernel has no Landlock scopes (Linux 6.12+ with Landlock enabled)")
+	}
+	type result struct {
+		layers int
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the scoped thread ends with the goroutine
+		for i := 0; i < 64; i++ {
+			ok, err := ScopeThread("/bin/true")
+			if err != nil || !ok {
+				done <- result{i, err}
+				return
+			}
+		}
+		done <- result{64, nil}
+	}()
+	res := <-done
+	if res.err == nil || !errors.Is(res.err, syscall.E2BIG) || !strings.Contains(res.err.Error(), "landlock_restrict_self") {
+		t.Fatalf("after %d domains: %v, want landlock_restrict_self's E2BIG", res.layers, res.err)
+	}
+	if res.layers != 16 {
+		t.Errorf("failed after %d domains, want 16", res.layers)
 	}
 }
