@@ -30,7 +30,10 @@ import (
 //     safeGitConfig, and an executable file or symbolic link created or
 //     made executable in hooks/ (or a link in place of hooks/), under a
 //     name git may run (no dot: git init's *.sample files are executable);
-//   - a .git file or link (it sends git to another directory).
+//   - a .git file or link (it sends git to another directory), unless a
+//     file that leads to a git directory inside the workspace, which is
+//     checked itself (git submodule add writes one); core.worktree, in
+//     the same way, may name a directory inside the workspace.
 //
 // What the host itself had is no news: an entry as the workspace's last
 // art push stored it (in the pulled commit's nearest ancestor made by a
@@ -161,8 +164,9 @@ func gitConfigEntries(data []byte) (entries []string, ok bool) {
 
 // unsafeGitSettings returns the keys that a config gains outside
 // safeGitConfig when its content goes from any of olds to new (sorted,
-// each once), or, when git cannot read them, a word saying so.
-func unsafeGitSettings(new []byte, olds ...[]byte) []string {
+// each once), or, when git cannot read them, a word saying so. allow, if
+// not nil, may accept a setting by its value.
+func unsafeGitSettings(new []byte, allow func(key, value string) bool, olds ...[]byte) []string {
 	newEntries, ok := gitConfigEntries(new)
 	if !ok {
 		return []string{"settings git could not read here"}
@@ -180,9 +184,9 @@ func unsafeGitSettings(new []byte, olds ...[]byte) []string {
 	seen := map[string]bool{}
 	var keys []string
 	for _, e := range newEntries {
-		k, _, _ := strings.Cut(e, "=")
+		k, v, _ := strings.Cut(e, "=")
 		section, _, _ := strings.Cut(k, ".")
-		if had[e] || safeGitConfig[configKey(k)] || safeGitSections[section] || seen[k] {
+		if had[e] || safeGitConfig[configKey(k)] || safeGitSections[section] || seen[k] || allow != nil && allow(k, v) {
 			continue
 		}
 		seen[k] = true
@@ -233,7 +237,25 @@ func (p *puller) gitConfigRisk(rel string, e *objects.Entry, h *hostEntry) (stri
 		}
 		olds = append(olds, pushed)
 	}
-	keys := unsafeGitSettings(data, olds...)
+	// core.worktree as git submodule add sets it (../../../sub, from
+	// .git/modules/sub) points at a directory of the workspace: allowed
+	// when the commit holds it as a real directory at every step.
+	gitDir := path.Dir(rel)
+	var inside error
+	allow := func(key, value string) bool {
+		if key != "core.worktree" {
+			return false
+		}
+		_, ok, err := p.workspaceDir(gitDir, value)
+		if err != nil {
+			inside = err
+		}
+		return ok
+	}
+	keys := unsafeGitSettings(data, allow, olds...)
+	if inside != nil {
+		return "", inside
+	}
 	if len(keys) == 0 {
 		return "", nil
 	}
@@ -251,7 +273,13 @@ func (p *puller) checkGitRisk(gitDir bool, n, kid *pullNode) error {
 	switch {
 	case isName(e.Name, ".git") && e.Type != objects.TypeDir:
 		if kid.op == opWrite && !p.asPushed(kid.rel, e) {
-			why = "a .git file or link, which sends git to another directory"
+			inside, err := p.gitFileInside(kid.rel, e)
+			if err != nil {
+				return err
+			}
+			if !inside {
+				why = "a .git file or link, which sends git to another directory"
+			}
 		}
 	case gitDir && isName(e.Name, "commondir", "gitdir"):
 		if kid.op == opWrite && !p.asPushed(kid.rel, e) {
@@ -282,6 +310,69 @@ func (p *puller) checkGitRisk(gitDir bool, n, kid *pullNode) error {
 		p.conflict(kid.rel, why+"; review it (art diff), then pull with --force")
 	}
 	return nil
+}
+
+// maxGitFile bounds the .git file read to find where it points.
+const maxGitFile = 4096
+
+// gitFileInside reports whether a stored .git entry at rel is a file that
+// sends git to a git directory the pulled commit holds inside the
+// workspace, as git submodule add writes it ("gitdir: ../.git/modules/
+// sub"): that directory's config and hooks are then checked like any git
+// directory's, so the file sends git nowhere unchecked.
+func (p *puller) gitFileInside(rel string, e *objects.Entry) (bool, error) {
+	if e.Type != objects.TypeFile || e.Size > maxGitFile {
+		return false, nil
+	}
+	data, err := p.r.ReadFile(e.ID, int64(e.Size))
+	if err != nil {
+		return false, fmt.Errorf("pull: read %s from the commit: %w", rel, err)
+	}
+	// git reads "gitdir: PATH", its line ending trimmed.
+	target, ok := strings.CutPrefix(strings.TrimRight(string(data), "\r\n"), "gitdir: ")
+	if !ok || strings.ContainsAny(target, "\r\n") {
+		return false, nil
+	}
+	dir, ok, err := p.workspaceDir(path.Dir(rel), target)
+	if err != nil || !ok {
+		return false, err
+	}
+	t, err := p.r.LoadTree(dir.ID)
+	if err != nil {
+		return false, fmt.Errorf("pull: read %s from the commit: %w", target, err)
+	}
+	return looksLikeGitDir(dir.Name, t), nil
+}
+
+// workspaceDir resolves target, a path git reads in a file of directory
+// from (both workspace-relative), to the directory of the pulled commit it
+// names: ok only for a relative path that stays inside the workspace and
+// crosses a real directory of the commit at every step (never a link,
+// which could lead anywhere on the host).
+func (p *puller) workspaceDir(from, target string) (dir objects.Entry, ok bool, err error) {
+	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, '\\') {
+		return dir, false, nil
+	}
+	rel := path.Join(from, target)
+	if rel == ".." || strings.HasPrefix(rel, "../") {
+		return dir, false, nil
+	}
+	dir = objects.Entry{Type: objects.TypeDir, ID: p.wsTree}
+	if rel == "." {
+		return dir, true, nil
+	}
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		e, found, err := p.r.Lookup(p.wsTree, parts[:i+1])
+		if err != nil {
+			return dir, false, fmt.Errorf("pull: look up %s in the commit: %w", rel, err)
+		}
+		if !found || e.Type != objects.TypeDir {
+			return dir, false, nil
+		}
+		dir = e
+	}
+	return dir, true, nil
 }
 
 // asPushed reports whether the stored entry at rel is as the workspace's

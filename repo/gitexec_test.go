@@ -31,6 +31,7 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 		remove  []string               // removed before the change is made
 		fresh   bool                   // pull into a new directory, not the synced workspace
 		flagged []string               // substrings each expected in the conflicts, by path
+		passed  []string               // substrings never in the conflicts
 	}{
 		{name: "executable hook added",
 			base:    map[string]string{".git/config": cfg},
@@ -117,6 +118,50 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 			base:    map[string]string{".git/config": cfg},
 			change:  map[string]string{".git/config": cfg + "\tworktree = /root\n"},
 			flagged: []string{".git/config (a git config that sets core.worktree"}},
+		{name: "submodule added by the agent (git submodule add)",
+			base: map[string]string{".git/config": cfg},
+			change: map[string]string{".git/modules/sub/HEAD": "ref: refs/heads/main\n", ".git/modules/sub/objects/info/packs": "", "sub/x": "x\n",
+				".git/modules/sub/config": cfg + "\tworktree = ../../../sub\n", "sub/.git": "gitdir: ../.git/modules/sub\n"}},
+		{name: "submodule added with a hook in its git directory",
+			base: map[string]string{".git/config": cfg},
+			change: map[string]string{".git/modules/sub/HEAD": "ref: refs/heads/main\n", ".git/modules/sub/objects/info/packs": "", "sub/x": "x\n",
+				".git/modules/sub/config": cfg + "\tworktree = ../../../sub\n", "sub/.git": "gitdir: ../.git/modules/sub\n",
+				".git/modules/sub/hooks/post-checkout": "#!/bin/sh\nid\n"},
+			modes:   map[string]os.FileMode{".git/modules/sub/hooks/post-checkout": 0o755},
+			flagged: []string{".git/modules/sub/hooks/post-checkout (a git hook"},
+			passed:  []string{"sub/.git (", "sub/config ("}},
+		{name: ".git file pointing inside at no git directory",
+			base:    map[string]string{"docs/a": "a\n"},
+			change:  map[string]string{"sub/.git": "gitdir: ../docs\n"},
+			flagged: []string{"sub/.git (a .git file or link"}},
+		{name: ".git file pointing through a link",
+			base:    map[string]string{".git/config": cfg},
+			change:  map[string]string{".git/modules/sub/HEAD": "ref: refs/heads/main\n", ".git/modules/sub/objects/info/packs": "", "sub/x": "x\n"},
+			links:   map[string]string{"via": ".git/modules", "sub/.git": "../via/sub"},
+			flagged: []string{"sub/.git (a .git file or link"}},
+		{name: ".git file whose path crosses a link",
+			base:    map[string]string{".git/config": cfg},
+			change:  map[string]string{".git/modules/sub/HEAD": "ref: refs/heads/main\n", ".git/modules/sub/objects/info/packs": "", "sub/x": "x\n", "sub/.git": "gitdir: ../via/sub\n"},
+			links:   map[string]string{"via": ".git/modules"},
+			flagged: []string{"sub/.git (a .git file or link"}},
+		{name: ".git file leaving the workspace",
+			base:    map[string]string{"sub/a": "a\n"},
+			change:  map[string]string{"sub/.git": "gitdir: ../../ws/.git\n"},
+			flagged: []string{"sub/.git (a .git file or link"}},
+		{name: "worktree leaving the workspace by a relative path",
+			base:    map[string]string{".git/config": cfg},
+			change:  map[string]string{".git/config": cfg + "\tworktree = ../..\n"},
+			flagged: []string{".git/config (a git config that sets core.worktree"}},
+		{name: "worktree through a link",
+			base:    map[string]string{".git/config": cfg},
+			change:  map[string]string{".git/config": cfg + "\tworktree = ../out\n"},
+			links:   map[string]string{"out": "/root"},
+			flagged: []string{".git/config (a git config that sets core.worktree"}},
+		{name: "worktree inside, with another setting",
+			base:    map[string]string{".git/config": cfg, "src/a": "a\n"},
+			change:  map[string]string{".git/config": cfg + "\tworktree = ../src\n\tpager = id\n"},
+			flagged: []string{".git/config (a git config that sets core.pager,"},
+			passed:  []string{"core.worktree"}},
 		{name: "hook in the core.hooksPath directory",
 			base:    map[string]string{".git/config": cfg + "\thooksPath = .githooks\n", ".githooks/README": "hooks\n"},
 			change:  map[string]string{".githooks/pre-commit": "#!/bin/sh\nid\n"},
@@ -197,6 +242,11 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 					t.Errorf("the conflicts do not hold %q:\n%v", f, err)
 				}
 			}
+			for _, f := range c.passed {
+				if strings.Contains(err.Error(), f) {
+					t.Errorf("the conflicts hold %q:\n%v", f, err)
+				}
+			}
 			if !strings.Contains(err.Error(), "--force") {
 				t.Errorf("the message does not say how to accept them: %v", err)
 			}
@@ -233,18 +283,18 @@ func TestConfigKey(t *testing.T) {
 func TestUnsafeGitSettingsUnreadable(t *testing.T) {
 	const good = "[user]\n\tname = a\n"
 	if _, err := exec.LookPath("git"); err == nil {
-		if got := unsafeGitSettings([]byte(good), nil); len(got) != 0 {
+		if got := unsafeGitSettings([]byte(good), nil, nil); len(got) != 0 {
 			t.Errorf("a safe config: %v", got)
 		}
-		if got := unsafeGitSettings([]byte("[user\n\tname = a\n"), nil); len(got) != 1 || !strings.Contains(got[0], "could not read") {
+		if got := unsafeGitSettings([]byte("[user\n\tname = a\n"), nil, nil); len(got) != 1 || !strings.Contains(got[0], "could not read") {
 			t.Errorf("a config git refuses: %v", got)
 		}
 	}
 	t.Setenv("PATH", t.TempDir())
-	if got := unsafeGitSettings([]byte(good), nil); len(got) != 1 || !strings.Contains(got[0], "could not read") {
+	if got := unsafeGitSettings([]byte(good), nil, nil); len(got) != 1 || !strings.Contains(got[0], "could not read") {
 		t.Errorf("without git: %v", got)
 	}
-	if got := unsafeGitSettings(nil, nil); len(got) != 0 {
+	if got := unsafeGitSettings(nil, nil, nil); len(got) != 0 {
 		t.Errorf("an empty config without git: %v", got)
 	}
 }

@@ -87,6 +87,7 @@ type puller struct {
 	// hooksDirs are the workspace's core.hooksPath directories
 	// (findHooksPaths).
 	hooksDirs map[string]bool
+	wsTree    objects.ID // the workspace's tree in the commit
 }
 
 // CheckPullTarget refuses targets that are, or lie inside, a symlink.
@@ -147,7 +148,7 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("pull: create %s: %w", dir, err)
 	}
-	p := &puller{r: r, dir: dir, ws: name, report: o.Report, host: map[string]*hostEntry{}, touched: map[uint64]int{}, commit: o.Commit}
+	p := &puller{r: r, dir: dir, ws: name, report: o.Report, host: map[string]*hostEntry{}, touched: map[uint64]int{}, commit: o.Commit, wsTree: ws.ID}
 	if p.sc, err = newScanner(r, dir, nil); err != nil {
 		return nil, err
 	}
