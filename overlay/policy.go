@@ -95,13 +95,14 @@ func (fs *FS) checkNewName(d *inode, name string, isDir bool) error {
 	if fs.pathLen(d)+1+len(name) > MaxPathLen {
 		return errNameLong
 	}
-	if name == repo.DirName {
+	if repo.IsDirName(name) {
 		// .art directories hold a repository and its host-only config
 		// (binds.json, policy.json). push and pull skip the name at any
 		// depth, so an entry made here would be recorded but never
 		// exported, and must never pass for the host's (a .art link to a
 		// directory of the agent's, pulled into a workspace without its
-		// own .art, once did): refuse it, of any type, whatever the policy.
+		// own .art, once did): refuse it, of any type, whatever the policy,
+		// and in any case (.ART is .art on a case-insensitive host).
 		return errAccess
 	}
 	if repo.IsPullTempName(name) && !isDir {

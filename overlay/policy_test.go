@@ -339,6 +339,8 @@ func TestReservedNamesRefused(t *testing.T) {
 		lookSafe []string // names that only look alike
 	}{
 		{".art", true, []string{".art2", "art"}},
+		{".ART", true, nil}, // .art on a case-insensitive host
+		{".aRt", true, nil},
 		{".art-pull-tmp-1-ab", false, []string{".art-pull-tmp", ".art-pull-tmp-x-ab", ".art-pull-tmp-1-"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

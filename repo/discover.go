@@ -4,13 +4,26 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // DirName and FileName locate a repository inside a workspace.
 const (
 	DirName  = ".art"
 	FileName = "art.db"
+	// IgnoreName is the workspace's pattern file of what push leaves out.
+	IgnoreName = ".artignore"
 )
+
+// IsDirName reports whether name is DirName in any case: on a
+// case-insensitive workspace (a CIFS share, exFAT, an ext4 casefold
+// directory) .ART is .art, and an agent's .ART/config/binds.json, pulled,
+// was the host's.
+func IsDirName(name string) bool { return strings.EqualFold(name, DirName) }
+
+// isIgnoreFile reports whether rel, workspace-relative, is the workspace's
+// IgnoreName, in any case (see IsDirName).
+func isIgnoreFile(rel string) bool { return strings.EqualFold(rel, IgnoreName) }
 
 // Discover finds the repository file: the explicit path if given, else
 // $ART_DB, else .art/art.db in startDir or the nearest parent holding one.
@@ -27,8 +40,7 @@ func Discover(explicit, startDir string) (string, error) {
 		return "", err
 	}
 	for {
-		p := filepath.Join(dir, DirName, FileName)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+		if p, ok := repoFileIn(dir); ok {
 			return p, nil
 		}
 		parent := filepath.Dir(dir)
@@ -37,4 +49,22 @@ func Discover(explicit, startDir string) (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// repoFileIn returns dir's repository file, if dir holds one: .art must be
+// a real directory and art.db a regular file, neither a symbolic link. A
+// link, which anyone who may write dir can make (an agent in --direct
+// mode, in its workspace), would have art log, push and pull in dir work
+// on another project's repository: pull then wrote that project's files,
+// secrets included, where the agent reads them.
+func repoFileIn(dir string) (string, bool) {
+	artDir := filepath.Join(dir, DirName)
+	if st, err := os.Lstat(artDir); err != nil || !st.IsDir() {
+		return "", false
+	}
+	p := filepath.Join(artDir, FileName)
+	if st, err := os.Lstat(p); err != nil || !st.Mode().IsRegular() {
+		return "", false
+	}
+	return p, true
 }

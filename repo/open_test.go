@@ -236,6 +236,18 @@ func TestDiscover(t *testing.T) {
 	if _, err := Discover("", filepath.Join(root, "b")); !errors.Is(err, ErrNoRepo) {
 		t.Fatalf("empty .art: %v", err)
 	}
+	// Nor is a link to another's: anyone who may write a directory (an
+	// agent in --direct mode) can make one, and art log, push and pull
+	// there then worked on that repository.
+	os.MkdirAll(filepath.Join(root, "c"), 0o755)
+	os.Symlink(filepath.Join(root, "a", DirName), filepath.Join(root, "c", DirName))
+	os.MkdirAll(filepath.Join(root, "d", DirName), 0o755)
+	os.Symlink(r.Path, filepath.Join(root, "d", DirName, FileName))
+	for _, dir := range []string{"c", "d"} {
+		if got, err := Discover("", filepath.Join(root, dir)); !errors.Is(err, ErrNoRepo) {
+			t.Errorf("%s: Discover through a link = %q, %v; want ErrNoRepo", dir, got, err)
+		}
+	}
 }
 
 // Regression: opening a foreign SQLite file used to switch it to WAL

@@ -412,7 +412,7 @@ func (p *puller) plan(n *pullNode) error {
 			if e.Type == objects.TypeDir {
 				p.checkDirMode(kid, noMode)
 			}
-			if rel == ".artignore" && len(p.sc.synced) > 0 {
+			if isIgnoreFile(rel) && len(p.sc.synced) > 0 {
 				// New in a workspace synced before, it would decide
 				// what the next push leaves out (an agent's could hide
 				// the user's files from it, or, not a regular file,
@@ -443,7 +443,7 @@ func (p *puller) plan(n *pullNode) error {
 				break
 			}
 			kid.op = opWrite
-			if rel == ".artignore" {
+			if isIgnoreFile(rel) {
 				// It decides what push leaves out: a commit (an agent's
 				// work) emptying it would have the next push store the
 				// host's secrets. The user takes it knowingly.
@@ -535,7 +535,7 @@ func (p *puller) planRemoval(n *pullNode) error {
 	}
 	if !ok {
 		p.conflict(h.rel, "changed on the host, deleted in the commit")
-	} else if h.rel == ".artignore" && n.op == opDelete {
+	} else if isIgnoreFile(h.rel) && n.op == opDelete {
 		p.conflict(h.rel, "deleted in the commit; it decides what push leaves out, so review that, then pull with --force")
 	}
 	return nil

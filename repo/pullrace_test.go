@@ -377,6 +377,67 @@ func TestDotArtLinkNeverStoredOrWritten(t *testing.T) {
 	}
 }
 
+// On a case-insensitive host .ART is .art and .ARTIGNORE is .artignore:
+// a commit holding them (an agent's, made on a case-sensitive mount) had
+// pull write the host's binds.json, unchecked, and a new ignore file.
+func TestPullCaseVariantsOfReservedNames(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"f": "f\n", ".artignore": "*.log\n"})
+	v := push(t, r, ws, "base").Commit
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bindsJSON = `[{"host": "/", "guest": "/tmp/h", "readonly": false}]`
+	binds, _, err := tx.PutFile(strings.NewReader(bindsJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignore, _, err := tx.PutFile(strings.NewReader("\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := func(entries ...objects.Entry) objects.ID {
+		id, err := tx.PutTree(&objects.Tree{Entries: entries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	c, _ := r.LoadCommit(v)
+	wsEntry, _, _ := r.Lookup(c.Tree, []string{"ws"})
+	wsTree, _ := r.LoadTree(wsEntry.ID)
+	config := tree(objects.Entry{Name: "binds.json", Type: objects.TypeFile, Mode: 0o644, ID: binds, Size: uint64(len(bindsJSON))})
+	entries := append([]objects.Entry{
+		{Name: ".ART", Type: objects.TypeDir, Mode: 0o755, ID: tree(objects.Entry{Name: "config", Type: objects.TypeDir, Mode: 0o755, ID: config})},
+		{Name: ".ARTIGNORE", Type: objects.TypeFile, Mode: 0o644, ID: ignore, Size: 1},
+	}, wsTree.Entries...)
+	root := tree(objects.Entry{Name: "ws", Type: objects.TypeDir, Mode: 0o755, ID: tree(entries...)})
+	hostile, err := tx.PutCommit(&objects.Commit{Tree: root, Parents: []objects.ID{v}, Message: "hostile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, ws)
+	_, err = r.Pull(PullOptions{Dir: ws, Commit: hostile})
+	mustFail(t, err, ErrConflict)
+	if !strings.Contains(err.Error(), ".ARTIGNORE (added in the commit; it decides what push leaves out") {
+		t.Errorf("conflicts: %v", err)
+	}
+	if d := diffMaps(before, snapshot(t, ws)); d != "" {
+		t.Fatalf("a refused pull changed the host:\n%s", d)
+	}
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: hostile, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, ".ART")); err == nil {
+		t.Fatal("pull wrote .ART")
+	}
+}
+
 // An .artignore that is a fifo, a device or a symbolic link fails the
 // command with a clear message instead of blocking, reading forever or
 // reading what the link names.

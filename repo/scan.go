@@ -100,7 +100,7 @@ func newScanner(r *Repo, root string, warn func(string)) (*scanner, error) {
 			}
 		}
 	}
-	ig := filepath.Join(root, ".artignore")
+	ig := filepath.Join(root, IgnoreName)
 	if data, err := readIgnoreFile(ig); err == nil {
 		s.ignore = compileIgnore(string(data))
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -158,7 +158,7 @@ func readIgnoreFile(p string) ([]byte, error) {
 
 // excluded reports whether rel (slash-separated) is left out of the repository.
 func (s *scanner) excluded(rel string, isDir bool) bool {
-	if path.Base(rel) == DirName {
+	if IsDirName(path.Base(rel)) {
 		// Of any type: a .art link must never be written by a pull (art
 		// would read config through it) nor stored by a push.
 		return true
