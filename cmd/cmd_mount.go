@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -62,8 +63,12 @@ the agent's home the same way.`,
 				}
 				branch = h.Branch
 			}
-			if _, err := r.BranchTip(branch); err != nil {
+			tip, err := r.BranchTip(branch)
+			if err != nil {
 				return fmt.Errorf("%w (create it with 'art branch %s', or list branches with 'art branch')", err, branch)
+			}
+			if err := warnGitRisks(g, r, tip, branch, mp); err != nil {
+				return err
 			}
 			wt, resumed, err := r.CreateWorktree(branch, "mount", mp, "")
 			if err != nil {
@@ -131,6 +136,48 @@ the agent's home the same way.`,
 	c.Flags().BoolVar(&ro, "ro", false, "read-only view; nothing is recorded")
 	c.Flags().BoolVar(&debug, "debug", false, "log every FUSE request")
 	return c
+}
+
+// maxGitRisksShown bounds the paths warnGitRisks lists.
+const maxGitRisksShown = 10
+
+// warnGitRisks warns when the commit a mount serves holds what git would
+// run on this host and no push of the user's made (an agent's hook,
+// core.fsmonitor, a .git file leading elsewhere), the things pull holds
+// back: in the mount they are live, and git run there, by the user and as
+// the user, runs them.
+func warnGitRisks(g *globals, r *repo.Repo, tip objects.ID, branch, mp string) error {
+	c, err := r.LoadCommit(tip)
+	if err != nil {
+		return err
+	}
+	root, err := r.LoadTree(c.Tree)
+	if err != nil {
+		return err
+	}
+	var risks []string
+	for _, e := range root.Entries {
+		if e.Type != objects.TypeDir {
+			continue
+		}
+		found, err := r.GitRisks(tip, e.Name)
+		if err != nil {
+			return fmt.Errorf("mount: %w", err)
+		}
+		for _, f := range found {
+			risks = append(risks, repo.QuotePath(e.Name)+"/"+f)
+		}
+	}
+	if len(risks) == 0 {
+		return nil
+	}
+	more := ""
+	if len(risks) > maxGitRisksShown {
+		more = fmt.Sprintf("\n  … and %d more", len(risks)-maxGitRisksShown)
+		risks = risks[:maxGitRisksShown]
+	}
+	fmt.Fprintf(g.stderr, "art: warning: %s holds what git would run on this host, made by no push of yours (as art pull holds it back):\n  %s%s\nart: review it with 'art diff' before you run git in %s\n", branch, strings.Join(risks, "\n  "), more, mp)
+	return nil
 }
 
 func newCommitCmd(g *globals) *cobra.Command {

@@ -790,3 +790,36 @@ func TestMountSIGTERMRightAfterTheMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestMountWarnsOfWhatGitRuns: a commit holding what git would run on the
+// host, made by no push (a hook an earlier session wrote), is served live
+// by a mount, where git run by the user runs it; art mount says so, as
+// art pull holds it back. What the user pushed is not news.
+func TestMountWarnsOfWhatGitRuns(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	p := c.startMount("main", mnt)
+	if strings.Contains(p.stderr.String(), "warning") {
+		t.Errorf("a warning for what the user pushed:\n%s", p.stderr)
+	}
+	hook := filepath.Join(mnt, wsName, ".git", "hooks", "post-checkout")
+	if err := os.MkdirAll(filepath.Dir(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\nid\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t)
+	if p.err != nil {
+		t.Fatalf("art mount: %v\n%s", p.err, p.stderr)
+	}
+	p = c.startMount("main", mnt)
+	want := wsName + "/.git/hooks/post-checkout (a git hook, which git runs as a command on this host)"
+	if s := p.stderr.String(); !strings.Contains(s, "warning: main holds what git would run") || !strings.Contains(s, want) || !strings.Contains(s, "art diff") {
+		t.Errorf("no warning naming the hook:\n%s", s)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t)
+}

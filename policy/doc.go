@@ -143,7 +143,10 @@
 //	             credentials*, secrets/
 //	agent-safe   development, plus read for files that run code on the user's
 //	             machine once exported: .git/hooks/, .git/config,
-//	             .git/modules/**/hooks/, .git/modules/**/config, .gitmodules,
+//	             .git/modules/**/hooks/, .git/modules/**/config,
+//	             .git/commondir, .git/config.worktree,
+//	             .git/modules/**/commondir, .git/modules/**/config.worktree,
+//	             .gitmodules,
 //	             .gitconfig, .envrc, .vscode/, .idea/, .mcp.json,
 //	             .claude/settings.json, .claude/settings.local.json, shell startup
 //	             files (.bashrc, .bash_profile, .bash_login, .bash_logout,

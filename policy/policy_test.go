@@ -264,49 +264,52 @@ func TestHiddenDirectories(t *testing.T) {
 
 func TestPresets(t *testing.T) {
 	paths := []check{
-		{"ws/main.go", false, 0},                  // 0
-		{"ws/.env", false, 0},                     // 1
-		{".env", false, 0},                        // 2
-		{"ws/.ENV", false, 0},                     // 3
-		{"ws/.env.local", false, 0},               // 4
-		{"ws/certs/server.pem", false, 0},         // 5
-		{"ws/tls/server.KEY", false, 0},           // 6
-		{".ssh", true, 0},                         // 7
-		{".ssh/id_rsa", false, 0},                 // 8
-		{".ssh/known_hosts", false, 0},            // 9
-		{"ws/deploy/id_ed25519.pub", false, 0},    // 10
-		{".aws/credentials", false, 0},            // 11
-		{".netrc", false, 0},                      // 12
-		{"ws/credentials.json", false, 0},         // 13
-		{"secrets/db.txt", false, 0},              // 14
-		{"ws/a/b/Secrets/x", false, 0},            // 15
-		{"ws/.git/hooks/pre-commit", false, 0},    // 16
-		{"ws/.git/config", false, 0},              // 17
-		{"ws/.git/HEAD", false, 0},                // 18
-		{"ws/.gitmodules", false, 0},              // 19
-		{"ws/.envrc", false, 0},                   // 20
-		{"ws/.vscode/tasks.json", false, 0},       // 21
-		{"ws/.idea/workspace.xml", false, 0},      // 22
-		{".bashrc", false, 0},                     // 23
-		{".zshrc", false, 0},                      // 24
-		{".bash_aliases", false, 0},               // 25
-		{"ws/.mcp.json", false, 0},                // 26
-		{"ws/.GIT/HOOKS/post-checkout", false, 0}, // 27
-		{"ws/.git/modules/lib/hooks/x", false, 0}, // 28
-		{"ws/src/environment.go", false, 0},       // 29
-		{"ws/.git", true, 0},                      // 30
-		{"ws/.git/hooks", true, 0},                // 31
-		{".config/fish/config.fish", false, 0},    // 32
-		{"ws/keys.txt", false, 0},                 // 33
+		{"ws/main.go", false, 0},                    // 0
+		{"ws/.env", false, 0},                       // 1
+		{".env", false, 0},                          // 2
+		{"ws/.ENV", false, 0},                       // 3
+		{"ws/.env.local", false, 0},                 // 4
+		{"ws/certs/server.pem", false, 0},           // 5
+		{"ws/tls/server.KEY", false, 0},             // 6
+		{".ssh", true, 0},                           // 7
+		{".ssh/id_rsa", false, 0},                   // 8
+		{".ssh/known_hosts", false, 0},              // 9
+		{"ws/deploy/id_ed25519.pub", false, 0},      // 10
+		{".aws/credentials", false, 0},              // 11
+		{".netrc", false, 0},                        // 12
+		{"ws/credentials.json", false, 0},           // 13
+		{"secrets/db.txt", false, 0},                // 14
+		{"ws/a/b/Secrets/x", false, 0},              // 15
+		{"ws/.git/hooks/pre-commit", false, 0},      // 16
+		{"ws/.git/config", false, 0},                // 17
+		{"ws/.git/HEAD", false, 0},                  // 18
+		{"ws/.gitmodules", false, 0},                // 19
+		{"ws/.envrc", false, 0},                     // 20
+		{"ws/.vscode/tasks.json", false, 0},         // 21
+		{"ws/.idea/workspace.xml", false, 0},        // 22
+		{".bashrc", false, 0},                       // 23
+		{".zshrc", false, 0},                        // 24
+		{".bash_aliases", false, 0},                 // 25
+		{"ws/.mcp.json", false, 0},                  // 26
+		{"ws/.GIT/HOOKS/post-checkout", false, 0},   // 27
+		{"ws/.git/modules/lib/hooks/x", false, 0},   // 28
+		{"ws/src/environment.go", false, 0},         // 29
+		{"ws/.git", true, 0},                        // 30
+		{"ws/.git/hooks", true, 0},                  // 31
+		{".config/fish/config.fish", false, 0},      // 32
+		{"ws/keys.txt", false, 0},                   // 33
+		{"ws/.git/commondir", false, 0},             // 34
+		{"ws/.git/config.worktree", false, 0},       // 35
+		{"ws/.git/modules/a/b/commondir", false, 0}, // 36
 	}
 	N, V, R, W := None, View, Read, Write
 	_ = V
 	want := map[string][]Perm{
-		//               0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33
-		"full-access": {W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W},
-		"development": {W, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W},
-		"agent-safe":  {W, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, R, R, W, R, R, R, R, R, R, R, R, R, R, W, W, R, R, W},
-		"read-only":   {R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R},
+		//               0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36
+		"full-access": {W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W},
+		"development": {W, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W, W},
+		"agent-safe":  {W, N, N, N, N, N, N, N, N, N, N, N, N, N, N, N, R, R, W, R, R, R, R, R, R, R, R, R, R, W, W, R, R, W, R, R, R},
+		"read-only":   {R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R, R},
 	}
 	for _, name := range PresetNames() {
 		t.Run(name, func(t *testing.T) {

@@ -286,6 +286,8 @@ var secretPatterns = []string{
 // settings, shell startup files, MCP and agent configuration).
 var autorunPatterns = []string{
 	".git/hooks/", ".git/config", ".git/modules/**/hooks/", ".git/modules/**/config",
+	// These send git elsewhere for its config and hooks, or add config.
+	".git/commondir", ".git/config.worktree", ".git/modules/**/commondir", ".git/modules/**/config.worktree",
 	".gitmodules", ".gitconfig", ".envrc", ".vscode/", ".idea/", ".mcp.json",
 	".claude/settings.json", ".claude/settings.local.json",
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",

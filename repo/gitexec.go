@@ -308,8 +308,36 @@ func (p *puller) checkGitRisk(gitDir bool, n, kid *pullNode) error {
 	}
 	if why != "" {
 		p.conflict(kid.rel, why+"; review it (art diff), then pull with --force")
+		p.gitRisks = append(p.gitRisks, QuotePath(kid.rel)+" ("+why+")")
 	}
 	return nil
+}
+
+// GitRisks lists what pull would hold back in workspace ws of commit as
+// something git runs on the host (hooks, config settings, .git files
+// leading elsewhere), as if pulled into an empty directory: art mount
+// serves a commit's tree, an agent's git config and hooks included, where
+// the user may run git. Paths are workspace-relative and quoted.
+func (r *Repo) GitRisks(commit objects.ID, ws string) ([]string, error) {
+	c, err := r.LoadCommit(commit)
+	if err != nil {
+		return nil, err
+	}
+	e, ok, err := r.Lookup(c.Tree, []string{ws})
+	if err != nil || !ok || e.Type != objects.TypeDir {
+		return nil, err
+	}
+	p := &puller{r: r, ws: ws, commit: commit, wsTree: e.ID, sc: &scanner{}, host: map[string]*hostEntry{}, touched: map[uint64]int{}, risksOnly: true}
+	if a, ok, err := p.pushedEntry(""); err != nil || ok && a.ID == e.ID {
+		return nil, err // as the last push stored it: the user's own
+	}
+	if err := p.findHooksPaths(e.ID); err != nil {
+		return nil, err
+	}
+	if err := p.plan(&pullNode{stored: &e, op: opKeep}); err != nil {
+		return nil, fmt.Errorf("check %s for what git runs: %w", ws, err)
+	}
+	return p.gitRisks, nil
 }
 
 // maxGitFile bounds the .git file read to find where it points.
@@ -463,6 +491,9 @@ func (p *puller) pushedEntry(rel string) (objects.Entry, bool, error) {
 	}
 	if p.pushed.IsZero() {
 		return objects.Entry{}, false, nil
+	}
+	if rel == "" {
+		return objects.Entry{Name: p.ws, Type: objects.TypeDir, ID: p.pushed}, true, nil
 	}
 	e, ok, err := p.r.Lookup(p.pushed, strings.Split(rel, "/"))
 	if err != nil {

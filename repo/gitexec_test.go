@@ -32,6 +32,11 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 		fresh   bool                   // pull into a new directory, not the synced workspace
 		flagged []string               // substrings each expected in the conflicts, by path
 		passed  []string               // substrings never in the conflicts
+		// hostDir: what is flagged depends on where the workspace is on
+		// the host (an absolute path to it), which GitRisks, reading
+		// the commit alone, does not know: git run in a mount reads the
+		// host's files there, not the commit's.
+		hostDir bool
 	}{
 		{name: "executable hook added",
 			base:    map[string]string{".git/config": cfg},
@@ -171,7 +176,8 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 			base:    map[string]string{".git/config": cfg + "\thooksPath = $WS/tools/hooks\n", "tools/hooks/README": "hooks\n"},
 			change:  map[string]string{"tools/hooks/post-merge": "#!/bin/sh\nid\n"},
 			modes:   map[string]os.FileMode{"tools/hooks/post-merge": 0o755},
-			flagged: []string{"tools/hooks/post-merge (a git hook"}},
+			flagged: []string{"tools/hooks/post-merge (a git hook"},
+			hostDir: true},
 		{name: "config too large to check",
 			base:    map[string]string{".git/config": cfg},
 			change:  map[string]string{".git/config": cfg + "# " + strings.Repeat("x", maxGitConfig) + "\n"},
@@ -227,6 +233,22 @@ func TestPullHoldsBackWhatGitRuns(t *testing.T) {
 				}
 			} else if _, err := r.Pull(PullOptions{Dir: ws, Commit: base, Force: true}); err != nil {
 				t.Fatal(err)
+			}
+			// art mount warns of the same, reading the commit alone.
+			risks, err := r.GitRisks(change, "ws")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(risks, "\n"); len(c.flagged) == 0 && got != "" {
+				t.Errorf("GitRisks of a change git never runs: %s", got)
+			}
+			for _, f := range c.flagged {
+				if !c.hostDir && !strings.Contains(strings.Join(risks, "\n"), f) {
+					t.Errorf("GitRisks %q does not hold %q", risks, f)
+				}
+			}
+			if risks, err := r.GitRisks(base, "ws"); err != nil || len(risks) != 0 {
+				t.Errorf("GitRisks of what the user pushed: %q, %v", risks, err)
 			}
 			before := snapshot(t, ws)
 			res, err := r.Pull(PullOptions{Dir: ws, Commit: change})

@@ -88,6 +88,8 @@ type puller struct {
 	// (findHooksPaths).
 	hooksDirs map[string]bool
 	wsTree    objects.ID // the workspace's tree in the commit
+	gitRisks  []string   // the conflicts checkGitRisk found (GitRisks)
+	risksOnly bool       // planning for GitRisks only: skip what is as pushed
 }
 
 // CheckPullTarget refuses targets that are, or lie inside, a symlink.
@@ -478,6 +480,15 @@ func (p *puller) plan(n *pullNode) error {
 			return err
 		}
 		if e.Type == objects.TypeDir {
+			if p.risksOnly {
+				// What the last push stored is the user's own: only
+				// subtrees changed since hold news (GitRisks).
+				if a, ok, err := p.pushedEntry(rel); err != nil {
+					return err
+				} else if ok && a.Type == objects.TypeDir && a.ID == e.ID {
+					continue
+				}
+			}
 			if err := p.plan(kid); err != nil {
 				return err
 			}
