@@ -39,6 +39,7 @@ the agent's home the same way.`,
   art mount --ro -b attempt-1 /tmp/view`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
+			outliveClosedOutput()
 			// The repository first: opening it removes stale mounts of
 			// dead sessions, which may include this mount point.
 			r, err := g.openRepo(".")

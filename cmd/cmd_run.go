@@ -127,6 +127,7 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	outliveClosedOutput()
 	if len(argv) == 0 {
 		argv = []string{"bash"}
 		if _, err := exec.LookPath("bash"); err != nil {

@@ -41,31 +41,34 @@ func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTr
 		return nil, nil
 	}
 	st := &sessionTrace{}
+	var names []string
 	if o.traceCalls != "" {
-		names := strings.Split(o.traceCalls, ",")
+		names = strings.Split(o.traceCalls, ",")
 		for i := range names {
 			names[i] = strings.TrimSpace(names[i])
 		}
 		if _, err := tracer.Lookup(names); err != nil {
 			return nil, fmt.Errorf("--trace-syscalls: %w", err)
 		}
-		prog, err := tracer.SeccompFilter(names)
-		if err != nil {
-			return nil, fmt.Errorf("--trace-syscalls: %w", err)
-		}
-		f, err := os.CreateTemp("", "art-seccomp-")
-		if err != nil {
-			return nil, err
-		}
-		os.Remove(f.Name())
-		if _, err := f.Write(prog); err != nil {
-			f.Close()
-			return nil, err
-		}
-		f.Seek(0, io.SeekStart)
-		st.filter = f
 		st.opts.Syscalls = names
 	}
+	// A filter in every traced run: it stops only the named syscalls (if
+	// any), and refuses the clones that would leave the trace.
+	prog, err := tracer.SeccompFilter(names)
+	if err != nil {
+		return nil, fmt.Errorf("--trace-syscalls: %w", err)
+	}
+	f, err := os.CreateTemp("", "art-seccomp-")
+	if err != nil {
+		return nil, fmt.Errorf("trace: seccomp filter: %w", err)
+	}
+	os.Remove(f.Name())
+	if _, err := f.Write(prog); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("trace: seccomp filter: %w", err)
+	}
+	f.Seek(0, io.SeekStart)
+	st.filter = f
 	if o.traceLog != "" {
 		dir := filepath.Dir(o.traceLog)
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/term"
@@ -120,4 +122,14 @@ func (p *progressBar) done() {
 	if p.on && !p.last.IsZero() {
 		fmt.Fprint(p.w, "\r\x1b[K")
 	}
+}
+
+// outliveClosedOutput keeps a write to a closed stdout or stderr pipe
+// from killing art (Go's default for fd 1 and 2 is to die of SIGPIPE):
+// art mount and art run hold a mount and a session, and died with them
+// half done, leaving a stale mount for the next command, when the reader
+// of their messages went away (art mount 2>&1 | head -3). The write
+// fails instead. Notify, unlike Ignore, is not inherited by the sandbox.
+func outliveClosedOutput() {
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }

@@ -823,3 +823,67 @@ func TestMountWarnsOfWhatGitRuns(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.wait(t)
 }
+
+// TestMountOutlivesClosedStderr: the reader of art mount's messages going
+// away (art mount 2>&1 | head -1) must not kill art with its mount up:
+// Go's default for a write to a closed stderr pipe is to die of SIGPIPE,
+// which left a stale mount and an interrupted worktree.
+func TestMountOutlivesClosedStderr(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	cmd := exec.Command(artBinary(t), "mount", "-d", c.db, "-b", "main", mnt)
+	cmd.Dir = c.tmp
+	pr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pr.Close() // nobody reads: every message art writes meets a closed pipe
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if mounted, _ := IsMountpoint(mnt); mounted {
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if mounted, _ := IsMountpoint(mnt); mounted {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("art mount exited before mounting: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not mounted within a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // past the "mounted at" message
+	select {
+	case err := <-done:
+		t.Fatalf("art mount died once mounted: %v", err)
+	default:
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("art mount after SIGTERM: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("art mount did not exit after SIGTERM")
+	}
+	if mounted, _ := IsMountpoint(mnt); mounted {
+		t.Error("still mounted after SIGTERM")
+	}
+	if s := artOK(t, c.tmp, "status", "-d", c.db).stdout; strings.Contains(s, "interrupted") {
+		t.Errorf("an interrupted worktree left:\n%s", s)
+	}
+}

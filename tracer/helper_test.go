@@ -5,6 +5,7 @@ package tracer
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // The test binary doubles as the traced helper program: with
@@ -37,6 +39,8 @@ func runHelper(name string, args []string) int {
 		return helperChurn()
 	case "decode":
 		return helperDecode(args[0])
+	case "untraced-clone":
+		return helperUntracedClone()
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper", name)
 	return 100
@@ -150,4 +154,31 @@ func helperCmd(t *testing.T, ctx context.Context, name string, args ...string) *
 	}
 	cmd.Env = append(os.Environ(), "TRACER_TEST_HELPER="+name)
 	return cmd
+}
+
+// helperUntracedClone tries clone(CLONE_UNTRACED), whose child a tracer
+// does not follow, and clone3, and prints what each returned. A child
+// made exits at once, as raw clone's child of a Go program must.
+func helperUntracedClone() int {
+	r, _, errno := syscall.RawSyscall6(syscall.SYS_CLONE, syscall.CLONE_UNTRACED|uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+	if errno == 0 && r == 0 {
+		syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
+	}
+	if errno == 0 {
+		var ws syscall.WaitStatus
+		syscall.Wait4(int(r), &ws, 0, nil)
+	}
+	fmt.Printf("clone: %d\n", int(errno))
+	var args [88]byte // struct clone_args, CLONE_ARGS_SIZE_VER2
+	binary.NativeEndian.PutUint64(args[32:], uint64(syscall.SIGCHLD))
+	r, _, errno = syscall.RawSyscall(435, uintptr(unsafe.Pointer(&args)), uintptr(len(args)), 0)
+	if errno == 0 && r == 0 {
+		syscall.RawSyscall(syscall.SYS_EXIT_GROUP, 0, 0, 0)
+	}
+	if errno == 0 {
+		var ws syscall.WaitStatus
+		syscall.Wait4(int(r), &ws, 0, nil)
+	}
+	fmt.Printf("clone3: %d\n", int(errno))
+	return 0
 }

@@ -16,10 +16,14 @@ const (
 	bpfJeqK   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 	bpfJgeK   = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
 	bpfJa     = unix.BPF_JMP | unix.BPF_JA
+	bpfJsetK  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
 	bpfRetK   = unix.BPF_RET | unix.BPF_K
 
 	offNr   = 0 // offsetof(struct seccomp_data, nr)
 	offArch = 4 // offsetof(struct seccomp_data, arch)
+	// offArg0Lo is the low 32 bits of seccomp_data.args[0] (amd64 and
+	// arm64, the architectures with tables, are little-endian).
+	offArg0Lo = 16
 
 	maxBPF = 4096 // BPF_MAXINSNS
 )
@@ -36,6 +40,13 @@ const (
 // that one personality lacks is simply not traced there. A call from any
 // other arch is traced (SECCOMP_RET_TRACE), so no ABI switch escapes the
 // log.
+//
+// Whatever the names (none: nothing stops the tracer), the program also
+// refuses what would take a process out of the trace: clone with
+// CLONE_UNTRACED, which PTRACE_O_TRACECLONE does not follow (EPERM), and
+// clone3, whose flags lie in memory a filter cannot read (ENOSYS: libc
+// then falls back to clone). A traced agent's clone(CLONE_UNTRACED) child
+// ran, and wrote, missing from the log.
 //
 // SECCOMP_RET_TRACE without a tracer fails the syscall with ENOSYS: only
 // install the filter in a process that Run traces.
@@ -71,10 +82,30 @@ func SeccompFilter(names []string) ([]byte, error) {
 		target func() int
 	}
 	var patches []patch
-	// matchNrs emits "if nr == X: trace" for each X, then "allow".
-	matchNrs := func(nrs []uint32, base uint32) {
+	// matchNrs emits the untraced-clone guard for personality p, then
+	// "if nr == X: trace" for each X, then "allow".
+	matchNrs := func(p *personality, nrs []uint32) {
+		traced := func(nr uint32) uint32 {
+			for _, x := range nrs {
+				if x == nr {
+					return unix.SECCOMP_RET_TRACE
+				}
+			}
+			return unix.SECCOMP_RET_ALLOW
+		}
+		if nr, ok := p.byName["clone"]; ok {
+			jump(bpfJeqK, uint32(nr), 0, 4)
+			stmt(bpfLdAbsW, offArg0Lo)
+			jump(bpfJsetK, unix.CLONE_UNTRACED, 0, 1)
+			stmt(bpfRetK, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
+			stmt(bpfRetK, traced(uint32(nr)))
+		}
+		if nr, ok := p.byName["clone3"]; ok {
+			jump(bpfJeqK, uint32(nr), 0, 1)
+			stmt(bpfRetK, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
+		}
 		for _, nr := range nrs {
-			jump(bpfJeqK, nr|base, 0, 1)
+			jump(bpfJeqK, nr, 0, 1)
 			stmt(bpfRetK, unix.SECCOMP_RET_TRACE)
 		}
 		stmt(bpfRetK, unix.SECCOMP_RET_ALLOW)
@@ -129,14 +160,13 @@ func SeccompFilter(names []string) ([]byte, error) {
 			stmt(bpfJa, 0)
 		}
 		if main != nil {
-			matchNrs(nrsOf(main), 0)
+			matchNrs(main, nrsOf(main))
 		} else {
 			stmt(bpfRetK, unix.SECCOMP_RET_ALLOW)
 		}
 		for i, p := range sub {
 			subStart[i] = len(prog)
-			nrs := nrsOf(p)
-			matchNrs(nrs, 0) // byName of a sub personality holds full numbers
+			matchNrs(p, nrsOf(p)) // byName of a sub personality holds full numbers
 		}
 	}
 	for _, p := range patches {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -540,6 +541,27 @@ func TestSeccompBwrap(t *testing.T) {
 	s := Summarize(evs)
 	if len(s.Connects) != 0 || len(s.Renamed) != 0 {
 		t.Errorf("summary has untraced syscalls: %+v", s)
+	}
+}
+
+// TestUntracedCloneRefused: a tracee's clone(CLONE_UNTRACED) would make a
+// child the tracer never sees (what it ran and wrote, missing from the
+// log); under the filter of a traced run, full or with syscalls named, it
+// fails with EPERM, and clone3 with ENOSYS.
+func TestUntracedCloneRefused(t *testing.T) {
+	bwrap := needBwrap(t)
+	exe, _ := os.Executable()
+	for _, names := range [][]string{nil, {"openat"}} {
+		cmd := exec.Command(bwrap, "--dev-bind", "/", "/", "--seccomp", "3", "--", exe)
+		cmd.Env = append(os.Environ(), "TRACER_TEST_HELPER=untraced-clone")
+		cmd.ExtraFiles = []*os.File{seccompFile(t, names)}
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		res, _, _ := trace(t, cmd, Options{Syscalls: names})
+		want := fmt.Sprintf("clone: %d\nclone3: %d\n", syscall.EPERM, syscall.ENOSYS)
+		if res.ExitCode != 0 || out.String() != want {
+			t.Errorf("%q: %+v, output %q; want %q", names, res, out.String(), want)
+		}
 	}
 }
 

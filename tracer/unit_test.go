@@ -98,11 +98,14 @@ func TestLookup(t *testing.T) {
 }
 
 // runBPF interprets the classic BPF subset the filter uses.
-func runBPF(t *testing.T, prog []byte, arch, nr uint32) uint32 {
+func runBPF(t *testing.T, prog []byte, arch, nr uint32, args ...uint64) uint32 {
 	t.Helper()
 	var data [64]byte
 	binary.NativeEndian.PutUint32(data[0:], nr)
 	binary.NativeEndian.PutUint32(data[4:], arch)
+	for i, a := range args {
+		binary.NativeEndian.PutUint64(data[offArg0Lo+8*i:], a)
+	}
 	var a uint32
 	n := len(prog) / 8
 	for pc := 0; pc < n; pc++ {
@@ -121,6 +124,12 @@ func runBPF(t *testing.T, prog []byte, arch, nr uint32) uint32 {
 			}
 		case bpfJgeK:
 			if a >= k {
+				pc += jt
+			} else {
+				pc += jf
+			}
+		case bpfJsetK:
+			if a&k != 0 {
 				pc += jt
 			} else {
 				pc += jf
@@ -186,6 +195,56 @@ func TestSeccompFilter(t *testing.T) {
 	}
 	if _, err := SeccompFilter([]string{"openat", "nosuchcall"}); err == nil || !strings.Contains(err.Error(), "nosuchcall") {
 		t.Errorf("bad name: %v", err)
+	}
+}
+
+// TestSeccompFilterKeepsClonesTraced: every filter, with syscalls named or
+// none, refuses clone with CLONE_UNTRACED (its child would run outside the
+// trace) and clone3 (its flags are out of a filter's reach; libc falls
+// back to clone), in every personality; other clones pass, traced when
+// named.
+func TestSeccompFilterKeepsClonesTraced(t *testing.T) {
+	const trace, allow = unix.SECCOMP_RET_TRACE, unix.SECCOMP_RET_ALLOW
+	const eperm, enosys = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM), unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	const fork = uint64(unix.SIGCHLD)
+	const untraced = uint64(unix.CLONE_UNTRACED | unix.SIGCHLD)
+	type call struct {
+		arch, nr uint32
+		flags    uint64
+	}
+	native := []call{{nativeAuditArch, unix.SYS_CLONE, 0}, {nativeAuditArch, unix.SYS_CLONE3, 0}}
+	if goarch == "amd64" {
+		native = append(native,
+			call{nativeAuditArch, x32Bit | 56, 0}, call{nativeAuditArch, x32Bit | 435, 0}, // x32
+			call{unix.AUDIT_ARCH_I386, 120, 0}, call{unix.AUDIT_ARCH_I386, 435, 0}) // i386
+	}
+	for _, tc := range []struct {
+		names     []string
+		cloneWant uint32 // for a clone without CLONE_UNTRACED
+	}{
+		{nil, allow},
+		{[]string{"openat"}, allow},
+		{[]string{"clone", "clone3"}, trace},
+	} {
+		prog, err := SeccompFilter(tc.names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < len(native); i += 2 {
+			clone, clone3 := native[i], native[i+1]
+			if got := runBPF(t, prog, clone.arch, clone.nr, untraced); got != eperm {
+				t.Errorf("%q: clone(CLONE_UNTRACED) arch %#x nr %#x: %#x, want EPERM", tc.names, clone.arch, clone.nr, got)
+			}
+			if got := runBPF(t, prog, clone.arch, clone.nr, fork|uint64(unix.CLONE_VM)<<32); got != tc.cloneWant {
+				t.Errorf("%q: clone arch %#x nr %#x: %#x, want %#x", tc.names, clone.arch, clone.nr, got, tc.cloneWant)
+			}
+			if got := runBPF(t, prog, clone3.arch, clone3.nr); got != enosys {
+				t.Errorf("%q: clone3 arch %#x nr %#x: %#x, want ENOSYS", tc.names, clone3.arch, clone3.nr, got)
+			}
+		}
+		if got := runBPF(t, prog, nativeAuditArch, unix.SYS_READ); got != allow {
+			t.Errorf("%q: read: %#x", tc.names, got)
+		}
 	}
 }
 
