@@ -81,13 +81,13 @@ the agent's home the same way.`,
 			logger := log.New(g.stderr, "", log.LstdFlags)
 			ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, ReadOnly: ro, Owner: overlay.Owner{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}})
 			if err != nil {
-				r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+				r.SetWorktreeState(wt, repo.StateInterrupted)
 				return err
 			}
 			srv, err := fuse.Mount(mp, ofs, fuse.Options{AllowOther: os.Geteuid() == 0, Debug: debug, Log: logger})
 			if err != nil {
 				ofs.Close()
-				r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+				r.SetWorktreeState(wt, repo.StateInterrupted)
 				return fmt.Errorf("mount %s: %w", mp, err)
 			}
 			// Handle the signals before saying they are handled: a SIGTERM
@@ -110,7 +110,7 @@ the agent's home the same way.`,
 				ofs.Close()
 				tx, err := r.Begin()
 				if err == nil {
-					tx.DeleteWorktree(wt.ID)
+					tx.DeleteWorktree(wt)
 					tx.Commit()
 				}
 				return nil
@@ -119,14 +119,14 @@ the agent's home the same way.`,
 			if errors.Is(err, overlay.ErrNothingToCommit) {
 				tx, terr := r.Begin()
 				if terr == nil {
-					tx.DeleteWorktree(wt.ID)
+					tx.DeleteWorktree(wt)
 					tx.Commit()
 				}
 				fmt.Fprintln(g.stderr, "art: nothing changed; no commit recorded")
 				return nil
 			}
 			if err != nil {
-				r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+				r.SetWorktreeState(wt, repo.StateInterrupted)
 				return fmt.Errorf("%w (the changes stay in worktree #%d; record them with 'art commit --worktree %d')", err, wt.ID, wt.ID)
 			}
 			fmt.Fprintf(g.stdout, "[%s %s] mount session\n", branch, id.Short())
@@ -238,7 +238,17 @@ commit: the way to keep the work when its branch moved meanwhile.`,
 // commitWorktree records an interrupted worktree as a commit.
 // With branch set, the commit goes on that new branch, started at the
 // worktree's base.
-func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg, branch string) error {
+func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg, branch string) (err error) {
+	// Claimed first: another command may be recovering it too, or a
+	// session resuming it (repo.ClaimWorktree).
+	if err := r.ClaimWorktree(wt); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			r.SetWorktreeState(wt, repo.StateInterrupted) // still ours: left as it was
+		}
+	}()
 	ofs, err := overlay.Open(r, wt, overlay.Options{Log: log.New(g.stderr, "", log.LstdFlags)})
 	if err != nil {
 		return err

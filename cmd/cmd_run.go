@@ -465,13 +465,13 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	logger := log.New(g.stderr, "art: ", 0)
 	ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, Policy: ofsPolicy, Owner: overlay.Owner{UID: uint32(uid), GID: uint32(gid)}})
 	if err != nil {
-		r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+		r.SetWorktreeState(wt, repo.StateInterrupted)
 		return runFail(err)
 	}
 	if _, err := ofs.Lookup(overlay.RootIno, cfg.Workspace); err != nil {
 		if _, err := ofs.Mkdir(overlay.RootIno, cfg.Workspace, 0o755, nil); err != nil {
 			ofs.Close()
-			r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+			r.SetWorktreeState(wt, repo.StateInterrupted)
 			return runFail(fmt.Errorf("create /home/agent/%s: %w", cfg.Workspace, err))
 		}
 		fmt.Fprintf(g.stderr, "art: warning: branch %s has no workspace %q; starting with an empty one (import the host's with 'art push -m %s')\n", branch, cfg.Workspace, dir)
@@ -479,7 +479,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	srv, err := fuse.Mount(mnt, ofs, fuse.Options{AllowOther: os.Geteuid() == 0, Log: logger})
 	if err != nil {
 		ofs.Close()
-		r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+		r.SetWorktreeState(wt, repo.StateInterrupted)
 		return runFail(fmt.Errorf("mount the home: %w", err))
 	}
 	cfg.Home = mnt
@@ -506,7 +506,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		ofs.Close()
 		tx, terr := r.Begin()
 		if terr == nil {
-			tx.DeleteWorktree(wt.ID)
+			tx.DeleteWorktree(wt)
 			tx.Commit()
 		}
 		return runFail(runErr)
@@ -539,7 +539,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	}
 	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: true})
 	if err != nil {
-		r.SetWorktreeState(wt.ID, repo.StateInterrupted)
+		r.SetWorktreeState(wt, repo.StateInterrupted)
 		return runFail(fmt.Errorf("record the session: %w (the changes stay in worktree #%d; 'art commit --worktree %d' records them)", err, wt.ID, wt.ID))
 	}
 	fmt.Fprintf(g.stderr, "art: session recorded as %s on %s (%s)\n", id.Short(), branch, sessionSummary(sess))

@@ -887,3 +887,86 @@ func TestMountOutlivesClosedStderr(t *testing.T) {
 		t.Errorf("an interrupted worktree left:\n%s", s)
 	}
 }
+
+// TestRecoveryRacesResume: art commit of an interrupted worktree and a
+// session resuming it, started at once, must not both go on. Before, both
+// did: the commit folded and deleted the worktree under the resumed mount,
+// whose later writes, acknowledged, were in no commit. Now one of them is
+// refused (in use), and whatever the mount takes ends up in a commit.
+func TestRecoveryRacesResume(t *testing.T) {
+	c := newCLIRepo(t)
+	for i := range 4 {
+		branch := fmt.Sprintf("m%d", i)
+		artOK(t, c.tmp, "branch", "--db", c.db, branch, "main")
+		mnt := filepath.Join(c.tmp, "mnt-"+branch)
+		os.Mkdir(mnt, 0o755)
+		p := c.startMount(branch, mnt)
+		if err := os.WriteFile(filepath.Join(mnt, wsName, "before"), []byte("before"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p.kill9(t)
+		artOK(t, c.tmp, "status", "-d", c.db) // removes the dead mount
+
+		commit := exec.Command(artBinary(t), "commit", "-d", c.db, "-b", "rescued-"+branch)
+		commit.Dir = c.tmp
+		var commitOut bytes.Buffer
+		commit.Stdout, commit.Stderr = &commitOut, &commitOut
+		mount := exec.Command(artBinary(t), "mount", "-d", c.db, "-b", branch, mnt)
+		mount.Dir = c.tmp
+		mountErr := &syncBuffer{}
+		mount.Stderr = mountErr
+		if err := commit.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := mount.Start(); err != nil {
+			t.Fatal(err)
+		}
+		mountDone := make(chan error, 1)
+		go func() { mountDone <- mount.Wait() }()
+		commitErr := commit.Wait()
+		t.Cleanup(func() {
+			mount.Process.Kill()
+			syscall.Unmount(mnt, syscall.MNT_DETACH)
+		})
+		mounted := false
+		deadline := time.Now().Add(30 * time.Second)
+		for !mounted && time.Now().Before(deadline) {
+			if mounted, _ = IsMountpoint(mnt); mounted {
+				break
+			}
+			select {
+			case err := <-mountDone:
+				mountDone <- err
+				deadline = time.Now() // it exited: refused
+			default:
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if commitErr != nil && !mounted {
+			t.Fatalf("round %d: both refused: commit %v: %s; mount: %s", i, commitErr, commitOut.String(), mountErr)
+		}
+		if !mounted {
+			if !strings.Contains(mountErr.String(), "in use") {
+				t.Errorf("round %d: mount refused without saying why: %s", i, mountErr)
+			}
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(mnt, wsName, "precious"), []byte("precious"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := os.Open(filepath.Join(mnt, wsName))
+		d.Sync()
+		d.Close()
+		mount.Process.Signal(syscall.SIGTERM)
+		if err := <-mountDone; err != nil {
+			t.Fatalf("round %d: art mount: %v\n%s\n(art commit: %v: %s)", i, err, mountErr, commitErr, commitOut.String())
+		}
+		// The mount's commit holds what it took.
+		pulled := filepath.Join(c.tmp, "pulled-"+branch, wsName)
+		artOK(t, c.tmp, "pull", "-d", c.db, "-m", pulled, "--commit", branch, "-q")
+		if b, err := os.ReadFile(filepath.Join(pulled, "precious")); err != nil || string(b) != "precious" {
+			t.Errorf("round %d: a write acknowledged by the mount is in no commit: %q, %v\n(art commit: %v: %s)", i, b, err, commitErr, commitOut.String())
+		}
+	}
+	artOK(t, c.tmp, "fsck", "-d", c.db)
+}

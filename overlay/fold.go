@@ -97,7 +97,7 @@ func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
 	if err := tx.SetBranch(target, id); err != nil {
 		return objects.Zero, err
 	}
-	if err := tx.DeleteWorktree(fs.wt.ID); err != nil {
+	if err := tx.DeleteWorktree(fs.wt); err != nil {
 		return objects.Zero, err
 	}
 	if err := tx.Commit(); err != nil {

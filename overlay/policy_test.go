@@ -245,7 +245,8 @@ func TestPolicyParentEscapes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range changes {
-		if !strings.HasPrefix(c.Path, "ws/src/") {
+		// ws/empty is the agent's own directory, made above.
+		if !strings.HasPrefix(c.Path, "ws/src/") && c.Path != "ws/empty" {
 			t.Errorf("the diff shows a change outside what the agent may touch: %s %s", c.Status(), c.Path)
 		}
 	}

@@ -64,9 +64,7 @@ func (r *Repo) Worktrees() ([]*Worktree, error) {
 		if err != nil {
 			return nil, err
 		}
-		if w.State == StateLive && !ProcessAlive(w.Pid, w.PidStart) {
-			w.State = StateInterrupted
-		}
+		w.State = effectiveState(w)
 		out = append(out, w)
 	}
 	return out, rows.Err()
@@ -81,10 +79,18 @@ func (r *Repo) Worktree(id int64) (*Worktree, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w.State == StateLive && !ProcessAlive(w.Pid, w.PidStart) {
-		w.State = StateInterrupted
-	}
+	w.State = effectiveState(w)
 	return w, nil
+}
+
+// effectiveState is a worktree's state as its owner's life says: live
+// while the process that claimed it runs, whatever the row says (a stale
+// mark, as an older art could leave), interrupted once it is gone.
+func effectiveState(w *Worktree) string {
+	if ProcessAlive(w.Pid, w.PidStart) {
+		return StateLive
+	}
+	return StateInterrupted
 }
 
 // CreateWorktree registers a live worktree for the calling process on a
@@ -114,12 +120,14 @@ func (r *Repo) CreateWorktree(branch, kind, mountpoint, session string) (*Worktr
 	start := ProcessStart(pid)
 	now := time.Now().UnixNano()
 	for _, w := range existing {
-		if w.State == StateLive && ProcessAlive(w.Pid, w.PidStart) {
+		if ProcessAlive(w.Pid, w.PidStart) {
 			return nil, false, fmt.Errorf("%w: branch %s is in use by worktree #%d (pid %d); start another attempt on a new branch with -b NEW-NAME", ErrBranchInUse, branch, w.ID, w.Pid)
 		}
 	}
 	if len(existing) > 0 {
 		// Resume the interrupted worktree: its upper layer holds work.
+		// The check above and this claim are one write transaction, as
+		// ClaimWorktree's.
 		w := existing[0]
 		if _, err := tx.Exec(`UPDATE worktrees SET pid=?, pid_start=?, mountpoint=?, state=?, kind=?, updated=? WHERE id=?`,
 			pid, start, mountpoint, StateLive, kind, now, w.ID); err != nil {
@@ -147,7 +155,7 @@ func (r *Repo) CreateWorktree(branch, kind, mountpoint, session string) (*Worktr
 // checkNoLiveWorktree refuses to move a branch a live session works on:
 // the session's commit at its end would find the branch moved.
 func (tx *Tx) checkNoLiveWorktree(branch string) error {
-	rows, err := tx.Query(`SELECT `+worktreeCols+` FROM worktrees WHERE branch=? AND state=?`, branch, StateLive)
+	rows, err := tx.Query(`SELECT `+worktreeCols+` FROM worktrees WHERE branch=?`, branch)
 	if err != nil {
 		return err
 	}
@@ -169,16 +177,72 @@ func (tx *Tx) checkNoLiveWorktree(branch string) error {
 	return nil
 }
 
-// SetWorktreeState records a state change (e.g. live → interrupted).
-func (r *Repo) SetWorktreeState(id int64, state string) error {
-	_, err := r.DB.Exec(`UPDATE worktrees SET state=?, updated=? WHERE id=?`, state, time.Now().UnixNano(), id)
+// ErrWorktreeTaken is returned when another art process owns, or has
+// recorded, a worktree the caller read as its own or as free to recover.
+var ErrWorktreeTaken = errors.New("worktree taken over by another art command")
+
+// SetWorktreeState records a state change (e.g. live → interrupted) of w
+// as the caller read it: only while the row still names w's owner (pid and
+// start time). A command that found a session dead must not mark it
+// interrupted after a resumed session claimed it (the mark then stuck, and
+// the next command recorded the live session under it).
+func (r *Repo) SetWorktreeState(w *Worktree, state string) error {
+	_, err := r.DB.Exec(`UPDATE worktrees SET state=?, updated=? WHERE id=? AND pid=? AND pid_start=?`, state, time.Now().UnixNano(), w.ID, w.Pid, w.PidStart)
 	return err
 }
 
-// DeleteWorktree removes a worktree and its upper layer inside tx.
-func (tx *Tx) DeleteWorktree(id int64) error {
-	_, err := tx.Exec(`DELETE FROM worktrees WHERE id=?`, id)
-	return err
+// ClaimWorktree makes the calling process the owner of w, an interrupted
+// worktree as the caller read it, before it recovers it (art commit, the
+// stale cleanup every command runs): in one write transaction, only if the
+// row still names the dead owner the caller saw, so that of two commands
+// recovering one worktree at once, or a recovery and a resumed session,
+// exactly one goes on. The others get ErrWorktreeTaken. Before, art commit
+// folded a worktree a resumed mount was writing into, and what the mount
+// took after that was lost.
+func (r *Repo) ClaimWorktree(w *Worktree) error {
+	tx, err := r.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var pid int
+	var start int64
+	err = tx.QueryRow(`SELECT pid, pid_start FROM worktrees WHERE id=?`, w.ID).Scan(&pid, &start)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: worktree #%d was recorded meanwhile (see 'art log')", ErrWorktreeTaken, w.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("claim worktree #%d: %w", w.ID, err)
+	}
+	if pid != w.Pid || start != w.PidStart || ProcessAlive(pid, start) {
+		return fmt.Errorf("%w: worktree #%d is now in use by pid %d (see 'art status')", ErrWorktreeTaken, w.ID, pid)
+	}
+	me := os.Getpid()
+	meStart := ProcessStart(me)
+	if _, err := tx.Exec(`UPDATE worktrees SET pid=?, pid_start=?, state=?, updated=? WHERE id=?`, me, meStart, StateLive, time.Now().UnixNano(), w.ID); err != nil {
+		return fmt.Errorf("claim worktree #%d: %w", w.ID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("claim worktree #%d: %w", w.ID, err)
+	}
+	w.Pid, w.PidStart, w.State = me, meStart, StateLive
+	return nil
+}
+
+// DeleteWorktree removes w and its upper layer inside tx, only while the
+// row names w's owner (the caller): ErrWorktreeTaken otherwise, and the
+// caller's transaction must then not commit.
+func (tx *Tx) DeleteWorktree(w *Worktree) error {
+	res, err := tx.Exec(`DELETE FROM worktrees WHERE id=? AND pid=? AND pid_start=?`, w.ID, w.Pid, w.PidStart)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return fmt.Errorf("%w: worktree #%d is no longer this process's", ErrWorktreeTaken, w.ID)
+	}
+	return nil
 }
 
 // WorktreeRoots names what upper layers reference, for gc.

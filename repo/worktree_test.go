@@ -1,0 +1,123 @@
+package repo
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// deadPid returns the pid of a process that has exited and been reaped.
+func deadPid(t *testing.T) int {
+	t.Helper()
+	c := exec.Command("true")
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+	return c.Process.Pid
+}
+
+// orphan makes wt look as a killed art left it: owned by a dead process.
+func orphan(t *testing.T, r *Repo, wt *Worktree) {
+	t.Helper()
+	wt.Pid, wt.PidStart = deadPid(t), 12345
+	if _, err := r.DB.Exec(`UPDATE worktrees SET pid=?, pid_start=? WHERE id=?`, wt.Pid, wt.PidStart, wt.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Recovering a worktree (art commit, any command's stale cleanup) and
+// resuming it (a new session on its branch) are claims: exactly one of
+// several at once goes on. Before, art commit folded and deleted a
+// worktree a resumed mount was writing to, and a command that had read
+// the worktree as dead marked it interrupted after a session resumed it,
+// so the next command recorded the live session: writes acknowledged
+// afterwards were lost.
+func TestWorktreeClaims(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a.txt": "a"})
+	push(t, r, ws, "one")
+	me, meStart := os.Getpid(), ProcessStart(os.Getpid())
+	fresh := func() *Worktree {
+		t.Helper()
+		tx, _ := r.Begin()
+		tx.Exec(`DELETE FROM worktrees`)
+		tx.Commit()
+		wt, _, err := r.CreateWorktree("main", "mount", "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphan(t, r, wt)
+		return wt
+	}
+
+	t.Run("a dead owner's worktree is claimed once", func(t *testing.T) {
+		wt := fresh()
+		seen := *wt
+		if err := r.ClaimWorktree(wt); err != nil {
+			t.Fatal(err)
+		}
+		if wt.Pid != me || wt.PidStart != meStart || wt.State != StateLive {
+			t.Errorf("claimed: %+v", wt)
+		}
+		again := seen // a second command that read the same dead owner
+		if err := r.ClaimWorktree(&again); !errors.Is(err, ErrWorktreeTaken) {
+			t.Errorf("second claim: %v, want ErrWorktreeTaken", err)
+		}
+		if got, _ := r.Worktree(wt.ID); got.State != StateLive {
+			t.Errorf("state %s, want live", got.State)
+		}
+	})
+	t.Run("a resumed worktree cannot be claimed by what read it dead", func(t *testing.T) {
+		wt := fresh()
+		seen := *wt
+		resumed, ok, err := r.CreateWorktree("main", "run", "/mnt", "")
+		if err != nil || !ok || resumed.ID != wt.ID {
+			t.Fatalf("resume: %+v %v %v", resumed, ok, err)
+		}
+		if err := r.ClaimWorktree(&seen); !errors.Is(err, ErrWorktreeTaken) {
+			t.Errorf("claim after a resume: %v, want ErrWorktreeTaken", err)
+		}
+		// The stale mark of the command that read it dead does not
+		// stick to the resumed session.
+		if err := r.SetWorktreeState(&seen, StateInterrupted); err != nil {
+			t.Fatal(err)
+		}
+		var stored string
+		r.DB.QueryRow(`SELECT state FROM worktrees WHERE id=?`, wt.ID).Scan(&stored)
+		if stored != StateLive {
+			t.Errorf("stored state %s after a stale mark, want live", stored)
+		}
+		tx, _ := r.Begin()
+		err = tx.DeleteWorktree(&seen)
+		tx.Rollback()
+		if !errors.Is(err, ErrWorktreeTaken) {
+			t.Errorf("delete by a non-owner: %v, want ErrWorktreeTaken", err)
+		}
+	})
+	t.Run("a recorded worktree cannot be claimed", func(t *testing.T) {
+		wt := fresh()
+		seen := *wt
+		tx, _ := r.Begin()
+		tx.Exec(`DELETE FROM worktrees WHERE id=?`, wt.ID)
+		tx.Commit()
+		if err := r.ClaimWorktree(&seen); !errors.Is(err, ErrWorktreeTaken) {
+			t.Errorf("claim of a recorded worktree: %v, want ErrWorktreeTaken", err)
+		}
+	})
+	t.Run("a live owner is live whatever the row says", func(t *testing.T) {
+		wt := fresh()
+		if err := r.ClaimWorktree(wt); err != nil {
+			t.Fatal(err)
+		}
+		// As an older art's stale mark could leave it.
+		r.DB.Exec(`UPDATE worktrees SET state=? WHERE id=?`, StateInterrupted, wt.ID)
+		if got, _ := r.Worktree(wt.ID); got.State != StateLive {
+			t.Errorf("Worktree: state %s, want live", got.State)
+		}
+		if _, _, err := r.CreateWorktree("main", "mount", "", ""); !errors.Is(err, ErrBranchInUse) {
+			t.Errorf("a session on the branch of a live worktree: %v, want ErrBranchInUse", err)
+		}
+	})
+}
