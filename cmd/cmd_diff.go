@@ -172,6 +172,9 @@ func printStatJSON(g *globals, r *repo.Repo, changes []repo.Change) error {
 	if err != nil {
 		return err
 	}
+	for i := range st {
+		st[i].Path = jsonName(st[i].Path)
+	}
 	return writeJSON(g.stdout, st)
 }
 
@@ -182,7 +185,7 @@ func printStat(g *globals, r *repo.Repo, changes []repo.Change, pal palette) err
 	}
 	width := 0
 	for i := range st {
-		st[i].Path = repo.QuotePath(st[i].Path) // text output only; JSON escapes its own
+		st[i].Path = repo.QuotePath(st[i].Path) // text output only
 		width = max(width, len(st[i].Path))
 	}
 	width = min(width, 60)

@@ -63,7 +63,7 @@ the worktrees of live or interrupted sessions.`,
 					Deleted   []string       `json:"deleted"`
 					Worktrees []worktreeJSON `json:"worktrees"`
 				}
-				o := out{Branch: h.Branch, Workspace: abs, Synced: drift.Synced, Added: nz(drift.Added), Modified: nz(drift.Modified), Deleted: nz(drift.Deleted), Worktrees: wts}
+				o := out{Branch: h.Branch, Workspace: abs, Synced: drift.Synced, Added: jsonNames(drift.Added), Modified: jsonNames(drift.Modified), Deleted: jsonNames(drift.Deleted), Worktrees: wts}
 				if !h.Commit.IsZero() {
 					o.Commit = h.Commit.String()
 				}
@@ -101,11 +101,4 @@ the worktrees of live or interrupted sessions.`,
 	c.Flags().StringVarP(&dir, "mount", "m", ".", "host workspace directory")
 	c.Flags().BoolVar(&asJSON, "json", false, "machine-readable output")
 	return c
-}
-
-func nz(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/term"
 
 	"github.com/artproject/art/objects"
+	"github.com/artproject/art/repo"
 )
 
 func isTerminal(w io.Writer) bool {
@@ -39,6 +41,27 @@ func (p palette) green(s string) string  { return p.wrap("32", s) }
 func (p palette) red(s string) string    { return p.wrap("31", s) }
 func (p palette) cyan(s string) string   { return p.wrap("36", s) }
 func (p palette) bold(s string) string   { return p.wrap("1", s) }
+
+// jsonName is a name as --json output gives it: as it is when valid
+// UTF-8, else quoted as the text output quotes it ("ws/n\377"). JSON
+// strings cannot carry other bytes, and encoding/json made every invalid
+// byte U+FFFD: an agent's names n\377 and n\376 came out the same, and a
+// tool keyed on the path could approve one for the other.
+func jsonName(name string) string {
+	if utf8.ValidString(name) {
+		return name
+	}
+	return repo.QuotePath(name)
+}
+
+// jsonNames is jsonName of each of names.
+func jsonNames(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = jsonName(n)
+	}
+	return out
+}
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
