@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -109,6 +110,13 @@ subtrees are skipped by id without being read.`,
 
 func printPatches(g *globals, r *repo.Repo, changes []repo.Change, pal palette) error {
 	d := r.NewDiffer()
+	// Content lines are the agent's bytes: on a terminal their control
+	// characters are shown, not obeyed (git's pager, less, does the same).
+	// Piped, they stay as they are, so that the patch applies.
+	show := func(s string) string { return s }
+	if isTerminal(g.stdout) {
+		show = visibleControls
+	}
 	for _, change := range changes {
 		for _, ch := range change.Sides() {
 			p, err := d.MakePatch(ch)
@@ -123,15 +131,16 @@ func printPatches(g *globals, r *repo.Repo, changes []repo.Change, pal palette) 
 					if l == "" {
 						continue
 					}
+					text := show(strings.TrimSuffix(l, "\n"))
 					switch l[0] {
 					case '@':
-						fmt.Fprint(g.stdout, pal.cyan(strings.TrimSuffix(l, "\n"))+"\n")
+						fmt.Fprint(g.stdout, pal.cyan(text)+"\n")
 					case '+':
-						fmt.Fprint(g.stdout, pal.green(strings.TrimSuffix(l, "\n"))+"\n")
+						fmt.Fprint(g.stdout, pal.green(text)+"\n")
 					case '-':
-						fmt.Fprint(g.stdout, pal.red(strings.TrimSuffix(l, "\n"))+"\n")
+						fmt.Fprint(g.stdout, pal.red(text)+"\n")
 					default:
-						fmt.Fprint(g.stdout, l)
+						fmt.Fprint(g.stdout, text+"\n")
 					}
 				}
 			}
@@ -210,4 +219,44 @@ func plural(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// visibleControls shows the control characters of s as less shows them,
+// so that a terminal displays them instead of obeying them: C0 controls
+// but tab as ^X (ESC as ^[), DEL as ^?, C1 controls as <U+009B>, and bytes
+// that are not UTF-8 as <9B>. An agent's file or link target holding
+// "\x1b]0;...\x07" or an OSC 52 clipboard write reached the terminal
+// through art diff.
+func visibleControls(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c >= 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, "<%02X>", s[i])
+		case r == '\t':
+			b.WriteRune(r)
+		case r < 0x20:
+			b.WriteByte('^')
+			b.WriteByte(byte(r) + 0x40)
+		case r == 0x7f:
+			b.WriteString("^?")
+		case r >= 0x80 && r <= 0x9f:
+			fmt.Fprintf(&b, "<U+%04X>", r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
