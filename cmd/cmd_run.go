@@ -421,7 +421,10 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	} else if err != nil {
 		return runFail(err)
 	}
-	if drift, err := r.HostDrift(dir); err == nil && drift.Synced && !drift.Clean() {
+	if drift, err := r.HostDrift(dir); err == nil && !drift.UnfinishedPull.IsZero() {
+		fmt.Fprintf(g.stderr, "art: warning: a pull of %s into %s did not finish; the sandbox sees the repository's version (finish the pull with 'art pull -m %s --commit %s')\n",
+			drift.UnfinishedPull.Short(), dir, dir, drift.UnfinishedPull.Short())
+	} else if err == nil && drift.Synced && !drift.Clean() {
 		fmt.Fprintf(g.stderr, "art: warning: %s changed on the host since the last push/pull (%d added, %d modified, %d deleted); the sandbox sees the repository's version (record the host's with 'art push -m %s')\n",
 			dir, len(drift.Added), len(drift.Modified), len(drift.Deleted), dir)
 	}

@@ -62,10 +62,16 @@ the worktrees of live or interrupted sessions.`,
 					Modified  []string       `json:"modified"`
 					Deleted   []string       `json:"deleted"`
 					Worktrees []worktreeJSON `json:"worktrees"`
+					// UnfinishedPull: the commit of a pull that
+					// did not finish writing the workspace.
+					UnfinishedPull string `json:"unfinished_pull,omitempty"`
 				}
 				o := out{Branch: h.Branch, Workspace: abs, Synced: drift.Synced, Added: jsonNames(drift.Added), Modified: jsonNames(drift.Modified), Deleted: jsonNames(drift.Deleted), Worktrees: wts}
 				if !h.Commit.IsZero() {
 					o.Commit = h.Commit.String()
+				}
+				if !drift.UnfinishedPull.IsZero() {
+					o.UnfinishedPull = drift.UnfinishedPull.String()
 				}
 				return writeJSON(g.stdout, o)
 			}
@@ -76,6 +82,10 @@ the worktrees of live or interrupted sessions.`,
 				fmt.Fprintf(g.stdout, "On branch %s (no commits yet)\n", h.Branch)
 			default:
 				fmt.Fprintf(g.stdout, "On branch %s at %s\n", h.Branch, h.Commit.Short())
+			}
+			if !drift.UnfinishedPull.IsZero() {
+				fmt.Fprintf(g.stdout, "A pull of %s into %s did not finish: some files are the commit's, some as they were; finish it with 'art pull -m %s --commit %s' (an 'art push' now would record the half-pulled state).\n",
+					drift.UnfinishedPull.Short(), abs, abs, drift.UnfinishedPull.Short())
 			}
 			if !drift.Synced {
 				fmt.Fprintf(g.stdout, "Workspace %s was never pushed or pulled (record it with 'art push -m %s').\n", abs, abs)

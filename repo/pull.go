@@ -189,8 +189,9 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	}
 	// The pull ends by recording the sync state: a repository that cannot
 	// take it (read-only, locked) must fail the pull before the host is
-	// touched, not after.
-	if err := r.probeWrite(); err != nil {
+	// touched, not after. The write that checks it marks the pull begun
+	// (pullingKey), until that record.
+	if err := r.markPulling(dir, o.Commit); err != nil {
 		return nil, fmt.Errorf("pull: nothing was changed: the repository %s cannot record a pull: %w", r.Path, err)
 	}
 	dfd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
@@ -290,17 +291,20 @@ func (p *puller) roomFor(dir string, root *pullNode) (need, avail int64, ok bool
 	return need, avail, need <= avail
 }
 
-// probeWrite checks that the repository takes a write (not read-only, not
-// locked past the busy timeout) without changing it: BEGIN alone succeeds
-// on a read-only file, a write statement does not.
-func (r *Repo) probeWrite() error {
+// markPulling records that a pull of commit into dir begins writing the
+// host (pullingKey). It is also the check that the repository takes a
+// write (not read-only, not locked past the busy timeout): BEGIN alone
+// succeeds on a read-only file, a write statement does not.
+func (r *Repo) markPulling(dir string, commit objects.ID) error {
 	tx, err := r.Begin()
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	_, err = tx.Exec(`UPDATE meta SET value=value WHERE key='schema_version'`)
-	return err
+	if _, err := tx.Exec(`INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, pullingKey(dir), commit.String()); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 func (r *Repo) workspaceNames(root objects.ID) string {

@@ -3,6 +3,7 @@ package repo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -758,5 +759,66 @@ func TestPullSkipsPullTempNames(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(out, a.Name)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the pull wrote %s: %v", a.Name, err)
+	}
+}
+
+// A pull that stops half way (here: the host filesystem fills) leaves the
+// workspace part pulled. It is marked unfinished until a pull finishes or
+// a push records the workspace: status says to finish it, and a push warns
+// that it records the half (before, status offered 'art push' for the
+// half-pulled files as if they were the user's changes).
+func TestUnfinishedPull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to mount a small tmpfs")
+	}
+	r := newTestRepo(t)
+	small := filepath.Join(t.TempDir(), "small")
+	os.Mkdir(small, 0o755)
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
+	ws := filepath.Join(small, "ws")
+	os.Mkdir(ws, 0o755)
+	writeFiles(t, ws, map[string]string{"a.txt": "a\n"})
+	push(t, r, ws, "small")
+	big := newWorkspace(t, "ws")
+	files := map[string]string{"a.txt": "a\n"}
+	for i := range 6 {
+		files[fmt.Sprintf("big%d", i)] = strings.Repeat(fmt.Sprint(i), 400<<10)
+	}
+	writeFiles(t, big, files)
+	v2 := push(t, r, big, "big").Commit
+
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: v2, Force: true}); err == nil || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("pull into a full filesystem: %v, want ENOSPC", err)
+	}
+	if id, ok, err := r.UnfinishedPull(ws); err != nil || !ok || id != v2 {
+		t.Fatalf("UnfinishedPull = %s, %v, %v; want %s", id.Short(), ok, err, v2.Short())
+	}
+	if d, err := r.HostDrift(ws); err != nil || d.UnfinishedPull != v2 {
+		t.Fatalf("HostDrift: %+v, %v", d, err)
+	}
+	// Room again: pulling again finishes it.
+	if err := syscall.Mount("tmpfs", small, "tmpfs", syscall.MS_REMOUNT, "size=16m"); err != nil {
+		t.Fatal(err)
+	}
+	pull(t, r, ws, v2)
+	if _, ok, _ := r.UnfinishedPull(ws); ok {
+		t.Error("still unfinished after a pull finished")
+	}
+	compareDirs(t, big, ws, false, true)
+
+	// A push records the workspace as it is, half or not, and says so.
+	r.DB.Exec(`INSERT INTO meta(key, value) VALUES(?, ?)`, pullingKey(ws), v2.String())
+	var warned []string
+	if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Warn: func(s string) { warned = append(warned, s) }}); err != nil {
+		t.Fatal(err)
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "did not finish") || !strings.Contains(warned[0], "art pull -m "+ws+" --commit "+v2.Short()) {
+		t.Errorf("push warnings %q", warned)
+	}
+	if _, ok, _ := r.UnfinishedPull(ws); ok {
+		t.Error("still unfinished after a push")
 	}
 }

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -202,6 +203,11 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	name, err := WorkspaceName(dir)
 	if err != nil {
 		return nil, err
+	}
+	if id, ok, err := r.UnfinishedPull(dir); err != nil {
+		return nil, err
+	} else if ok && o.Warn != nil {
+		o.Warn(fmt.Sprintf("a pull of %s into %s did not finish: this push records the workspace half pulled (to finish the pull instead: art pull -m %s --commit %s)", id.Short(), dir, dir, id.Short()))
 	}
 	sc, err := newScanner(r, dir, o.Warn)
 	if err != nil {
@@ -537,7 +543,36 @@ func (tx *Tx) setWorkspace(dir, name string, id objects.ID, branch string) error
 	if err != nil {
 		return fmt.Errorf("record workspace %s: %w", dir, err)
 	}
+	// A push or pull that records the workspace ends any unfinished pull.
+	if _, err := tx.Exec(`DELETE FROM meta WHERE key=?`, pullingKey(dir)); err != nil {
+		return fmt.Errorf("record workspace %s: %w", dir, err)
+	}
 	return nil
+}
+
+// pullingKey is the meta key that marks a pull into dir as begun and not
+// finished: set before a pull writes the host, removed with the sync state
+// it records. A pull killed or failed half way (ENOSPC) leaves the
+// workspace part pulled, and art status then said "changed since the last
+// push/pull; record it with art push", which would record that half.
+func pullingKey(dir string) string { return "pulling " + dir }
+
+// UnfinishedPull returns the commit of a pull into dir (absolute) that
+// began writing the host and did not finish, if any.
+func (r *Repo) UnfinishedPull(dir string) (objects.ID, bool, error) {
+	var v string
+	err := r.DB.QueryRow(`SELECT value FROM meta WHERE key=?`, pullingKey(dir)).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return objects.Zero, false, nil
+	}
+	if err != nil {
+		return objects.Zero, false, fmt.Errorf("read the pull state of %s: %w", dir, err)
+	}
+	id, err := objects.ParseID(v)
+	if err != nil {
+		return objects.Zero, false, fmt.Errorf("read the pull state of %s: %w", dir, err)
+	}
+	return id, true, nil
 }
 
 // Version is art's version, recorded in commits.

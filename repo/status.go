@@ -11,6 +11,10 @@ type Drift struct {
 	Synced                   bool // the workspace was ever pushed or pulled
 	Commit                   objects.ID
 	Added, Modified, Deleted []string
+	// UnfinishedPull is the commit of a pull into the workspace that
+	// began writing it and did not finish (zero: none): the drift is then
+	// partly that pull's.
+	UnfinishedPull objects.ID
 }
 
 // Clean reports whether nothing changed.
@@ -38,6 +42,11 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 		if len(cid) == objects.IDSize {
 			copy(d.Commit[:], cid)
 		}
+	}
+	if id, ok, err := r.UnfinishedPull(abs); err != nil {
+		return nil, err
+	} else if ok {
+		d.UnfinishedPull = id
 	}
 	sc, err := newScanner(r, abs, nil)
 	if err != nil {
