@@ -118,6 +118,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if repo.IsReadOnly(err) {
 		fmt.Fprintln(stderr, "art: the repository cannot be written by this user: check the permissions of the repository file and of its directory (which holds its -wal and -shm files)")
 	}
+	if repo.IsFull(err) {
+		// art gc, which the user reaches for to make room, needs some
+		// itself: it writes what it deletes to the repository's
+		// write-ahead log first.
+		fmt.Fprintln(stderr, "art: the filesystem holding the repository is full; what failed was not recorded. Free some space there (df -h on the repository's directory), then run the command again; art gc too needs a little room to run")
+	}
 	// cobra reports an unknown subcommand with a plain error.
 	if isFlagError(err) || strings.HasPrefix(err.Error(), "unknown command ") {
 		return exitUsage

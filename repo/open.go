@@ -140,6 +140,20 @@ func IsReadOnly(err error) bool {
 // refused on a read-only database.
 const sqliteReadOnly = 8
 
+// IsFull reports whether err comes from SQLite finding the repository's
+// filesystem full (SQLITE_FULL); the message is checked too, as for
+// IsReadOnly.
+func IsFull(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == sqliteFull {
+		return true
+	}
+	return err != nil && strings.Contains(err.Error(), "database or disk is full")
+}
+
+// sqliteFull is SQLITE_FULL.
+const sqliteFull = 13
+
 // Init creates a new repository at path (its directory is created too).
 func Init(path string) (*Repo, error) {
 	abs, err := filepath.Abs(path)
