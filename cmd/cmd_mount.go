@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -92,16 +91,15 @@ the agent's home the same way.`,
 			}
 			// Handle the signals before saying they are handled: a SIGTERM
 			// sent on that line used to kill art with nothing committed.
-			sig := make(chan os.Signal, 2)
-			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			guard := guardRecording(g)
 			fmt.Fprintf(g.stderr, "art: %s mounted at %s (worktree #%d); Ctrl-C or SIGTERM unmounts and commits\n", branch, mp, wt.ID)
 			done := make(chan struct{})
 			go func() { srv.Wait(); close(done) }()
 			select {
-			case <-sig:
+			case <-guard.ch:
 			case <-done:
 			}
-			signal.Stop(sig)
+			guard.record() // further signals wait for the commit
 			if err := srv.Unmount(); err != nil {
 				syscall.Unmount(mp, syscall.MNT_DETACH)
 			}

@@ -495,7 +495,10 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		// view of the host's root.
 		cfg.Hide = append(cfg.Hide, dir)
 	}
+	guard := guardRecording(g)
+	cfg.Signals = guard.ch
 	res, runErr := sandbox.Run(ctx, cfg, stdio)
+	guard.record()
 	cfg.SchedGroup.Leave() // while the home is unmounted and committed
 	if err := srv.Unmount(); err != nil {
 		syscall.Unmount(mnt, syscall.MNT_DETACH)

@@ -567,11 +567,58 @@ func TestRunBadInput(t *testing.T) {
 	}
 }
 
+// TestRunSignalsWhileRecording: signals that keep coming after the one
+// that ended the session (a second Ctrl-C, a closing terminal) while art
+// records it are held: art killed by one during a long commit left the
+// session to the next command, its exit status lost, and a stale mount.
+func TestRunSignalsWhileRecording(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	c, wait := r.start("run", "-i=false", "--", "sh", "-c", "head -c 64000000 /dev/urandom > big && echo written > f; sleep 60")
+	var mnt string
+	waitFor(t, "the session's files", 60*time.Second, func() bool {
+		for _, w := range r.status().Worktrees {
+			if w.State == "live" && w.Mountpoint != "" {
+				mnt = w.Mountpoint
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(mnt, "WS", "f"))
+		return mnt != "" && err == nil && string(b) == "written\n"
+	})
+	exited := make(chan artResult, 1)
+	go func() { exited <- wait() }()
+	// Signal after signal until art is gone: some land while it commits.
+	var res artResult
+	for sent := 0; ; sent++ {
+		if err := c.Process.Signal(syscall.SIGINT); err != nil && sent == 0 {
+			t.Fatal(err)
+		}
+		select {
+		case res = <-exited:
+		case <-time.After(10 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if res.code != 130 {
+		t.Errorf("art exited %d, want 130\n%s", res.code, res)
+	}
+	checkContains(t, "stderr", res.stderr, "art: session recorded as ", "interrupted")
+	if mounted(t, mnt) {
+		t.Errorf("mount %s left behind", mnt)
+	}
+	if s := r.show("HEAD").Session; s == nil || s.Status != "interrupted" || s.Signal != "SIGINT" || s.ExitCode != 130 {
+		t.Errorf("session %+v, want interrupted by SIGINT", s)
+	}
+	if wts := r.status().Worktrees; len(wts) != 0 {
+		t.Errorf("worktrees left: %+v", wts)
+	}
+}
+
 // TestRunSignalToArt: SIGINT, SIGTERM or SIGHUP to art kills the whole
 // sandbox, removes the mount and still records the session, as
 // interrupted by that signal, with what it wrote.
 func TestRunSignalToArt(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT} {
 		t.Run(signalName(sig), func(t *testing.T) {
 			t.Parallel()
 			r := newRepo(t, map[string]string{"a.txt": "a\n"})
@@ -599,6 +646,9 @@ func TestRunSignalToArt(t *testing.T) {
 				t.Errorf("art exited %d, want %d\n%s", res.code, 128+int(sig), res)
 			}
 			checkContains(t, "stderr", res.stderr, "art: session recorded as ", "interrupted")
+			if strings.Contains(res.stderr, "goroutine ") {
+				t.Errorf("a goroutine dump (SIGQUIT's default):\n%s", res.stderr)
+			}
 			if processWith(marker) {
 				t.Errorf("sandbox processes survived art")
 			}

@@ -156,3 +156,40 @@ func (p *progressBar) done() {
 func outliveClosedOutput() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 }
+
+// endSignals are the signals that end a session (and art, by default).
+var endSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// recordingGuard catches the signals that end a session for the whole
+// of it: while the session runs they are the session's to handle (its
+// channel goes to the sandbox, or art mount's loop, so that none falls
+// between their handling and the guard's), and once it is being recorded
+// (unmount, commit) they are held until art exits. A second Ctrl-C, or a
+// terminal closing (SIGHUP), during a long commit killed art there, and
+// left the session to the next command as "interrupted", its exit status
+// lost; SIGQUIT killed art with a goroutine dump.
+type recordingGuard struct {
+	ch chan os.Signal
+	g  *globals
+}
+
+func guardRecording(g *globals) *recordingGuard {
+	rg := &recordingGuard{ch: make(chan os.Signal, 4), g: g}
+	signal.Notify(rg.ch, endSignals...)
+	return rg
+}
+
+// record says the session is being recorded: signals from now on are
+// held, until art exits (what follows the commit, the clean-up of the
+// mount point and the exit, must not be cut short either).
+func (rg *recordingGuard) record() {
+	go func() {
+		said := false
+		for range rg.ch {
+			if !said {
+				said = true
+				fmt.Fprintln(rg.g.stderr, "art: recording the session; it ends on its own (kill -9 would leave it to the next art command)")
+			}
+		}
+	}()
+}

@@ -970,3 +970,43 @@ func TestRecoveryRacesResume(t *testing.T) {
 	}
 	artOK(t, c.tmp, "fsck", "-d", c.db)
 }
+
+// TestMountSignalsWhileCommitting: a signal after the one that ends the
+// mount (a second Ctrl-C) must not kill art while it commits: it did, and
+// left the session to 'art commit'.
+func TestMountSignalsWhileCommitting(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	p := c.startMount("main", mnt)
+	big := make([]byte, 48<<20)
+	for i := range big {
+		big[i] = byte(i*7 + i>>11)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, wsName, "big"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for sent := 0; ; sent++ {
+		p.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if p.err != nil {
+		t.Fatalf("art mount under repeated SIGINT: %v\n%s", p.err, p.stderr)
+	}
+	if mounted, _ := IsMountpoint(mnt); mounted {
+		t.Error("still mounted")
+	}
+	if r := art(t, c.tmp, "commit", "-d", c.db); r.code == 0 {
+		t.Errorf("a worktree was left to 'art commit': %v", r)
+	}
+	pulled := filepath.Join(c.tmp, "pulled", wsName)
+	artOK(t, c.tmp, "pull", "-d", c.db, "-m", pulled, "--commit", "main", "-q")
+	if b, err := os.ReadFile(filepath.Join(pulled, "big")); err != nil || !bytes.Equal(b, big) {
+		t.Errorf("big in the commit: %d bytes, %v", len(b), err)
+	}
+}

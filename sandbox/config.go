@@ -100,6 +100,11 @@ type Config struct {
 	// seccomp-bpf program, e.g. from the tracer package). Run does not
 	// close it.
 	SeccompFD *os.File
+	// Signals, when set, delivers the signals that end the session, as
+	// the caller catches them (and keeps catching them after Run, while
+	// it records the session). Nil: Run catches SIGINT, SIGTERM, SIGHUP
+	// and SIGQUIT itself while it runs.
+	Signals chan os.Signal
 	// Starter, when set, replaces cmd.Start and cmd.Wait (see Starter).
 	Starter Starter
 	// SchedGroup, when set, is a move of this process into a scheduling

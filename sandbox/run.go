@@ -57,7 +57,7 @@ type Result struct {
 	Signal syscall.Signal
 	// TimedOut is set when Config.Timeout (or the context deadline) ended it.
 	TimedOut bool
-	// Interrupted is the signal (SIGINT, SIGTERM or SIGHUP) art received
+	// Interrupted is the signal (SIGINT, SIGTERM, SIGHUP or SIGQUIT) art received
 	// while running, which made Run kill the sandbox; 0 otherwise.
 	Interrupted syscall.Signal
 	// Limits is the mechanism used for Memory/Pids: LimitsCgroup2,
@@ -71,7 +71,8 @@ type Result struct {
 // When Run returns, every process of the sandbox is gone (bwrap, its pid
 // namespace and, with cgroups, the cgroup).
 //
-// While it runs, SIGINT, SIGTERM and SIGHUP sent to this process kill the
+// While it runs, SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to this process
+// (or delivered on Config.Signals) kill the
 // whole sandbox and Run returns (Result.Interrupted); in interactive mode
 // the terminal is in raw mode, so Ctrl-C is just a byte for the agent's pty.
 // SIGWINCH resizes the pty. Cancelling ctx kills the sandbox too; Run then
@@ -160,9 +161,12 @@ func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
 	cmd.WaitDelay = 2 * time.Second
 
 	// Signals: registered before starting so none is lost.
-	sigCh := make(chan os.Signal, 4)
-	signal.Notify(sigCh, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigCh)
+	sigCh := cfg.Signals
+	if sigCh == nil {
+		sigCh = make(chan os.Signal, 4)
+		signal.Notify(sigCh, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+		defer signal.Stop(sigCh)
+	}
 
 	var tio *ptyIO
 	var pio *pipeIO
