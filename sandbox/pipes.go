@@ -82,9 +82,25 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 	switch in := stdio.Stdin.(type) {
 	case nil:
 	case *os.File:
-		p.childStdin = in
-		p.saveTTY(in)
-		p.saveFlags(in)
+		if passThrough(in) || readOnly(in) {
+			p.childStdin = in
+			p.saveTTY(in)
+			p.saveFlags(in)
+			break
+		}
+		// A file opened for writing too (art run <> file): the agent
+		// reads it through a pipe.
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		p.childStdin = r
+		p.childEnds = append(p.childEnds, r)
+		p.parentEnds = append(p.parentEnds, w)
+		p.copies = append(p.copies, func() {
+			_, _ = io.Copy(w, in)
+			w.Close()
+		})
 	default:
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -98,14 +114,25 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 			w.Close()
 		})
 	}
+	var outFile *os.File // an output file given to the child, and its pipe
+	var outPipe *os.File
 	out := func(dst io.Writer) (*os.File, error) {
 		switch d := dst.(type) {
 		case nil:
 			return nil, nil
 		case *os.File:
-			p.saveTTY(d)
-			p.saveFlags(d)
-			return d, nil
+			if passThrough(d) {
+				p.saveTTY(d)
+				p.saveFlags(d)
+				return d, nil
+			}
+			// A file (art run > log): the agent writes through a pipe,
+			// one for stdout and stderr when they are the same file
+			// (> log 2>&1), so that their order holds.
+			if outFile != nil && sameFile(outFile, d) {
+				return outPipe, nil
+			}
+			defer func() { outFile = d }()
 		}
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -118,6 +145,7 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 			defer p.outWG.Done()
 			_, _ = io.Copy(dst, r)
 		})
+		outPipe = w
 		return w, nil
 	}
 	var err error
@@ -130,6 +158,44 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// passThrough reports whether f may be handed to the agent as it is: a
+// terminal or another character device (/dev/null), a pipe or a socket.
+// An open file description is shared with whoever holds it, and one of a
+// file lets the agent do more than write its output: ftruncate(1, 0) of
+// art run >> host.log emptied the caller's file, pwrite wrote anywhere in
+// it, and fallocate could punch holes. Such output goes through a pipe.
+func passThrough(f *os.File) bool {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return false
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFCHR, unix.S_IFIFO, unix.S_IFSOCK:
+		return true
+	}
+	return false
+}
+
+// readOnly reports whether f was opened for reading only.
+func readOnly(f *os.File) bool {
+	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	return err == nil && fl&unix.O_ACCMODE == unix.O_RDONLY
+}
+
+// sameFile reports whether a and b are the same open file (> log 2>&1):
+// the same inode, opened with the same flags at the same offset.
+func sameFile(a, b *os.File) bool {
+	var sa, sb unix.Stat_t
+	if unix.Fstat(int(a.Fd()), &sa) != nil || unix.Fstat(int(b.Fd()), &sb) != nil || sa.Dev != sb.Dev || sa.Ino != sb.Ino {
+		return false
+	}
+	fa, errA := unix.FcntlInt(a.Fd(), unix.F_GETFL, 0)
+	fb, errB := unix.FcntlInt(b.Fd(), unix.F_GETFL, 0)
+	oa, errC := unix.Seek(int(a.Fd()), 0, io.SeekCurrent)
+	ob, errD := unix.Seek(int(b.Fd()), 0, io.SeekCurrent)
+	return errA == nil && errB == nil && errC == nil && errD == nil && fa == fb && oa == ob
 }
 
 // start runs the copies once the child holds its ends.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -616,5 +617,51 @@ func TestNonRootCaller(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(cfg.Home, "ws", "mine")); err != nil {
 		t.Errorf("write in the home: %v", err)
+	}
+}
+
+// TestOutputFilesNotShared: output redirected to a file (art run >> log)
+// reaches the agent as a pipe, not as the caller's open file: with the
+// file itself, ftruncate(1, 0) emptied the caller's log and pwrite could
+// write anywhere in it. Output to the same file twice (2>&1) keeps its
+// order; a file opened for writing too is not the agent's stdin either.
+func TestOutputFilesNotShared(t *testing.T) {
+	requireBwrap(t)
+	perl := "/usr/bin/perl" // under /usr: visible in the sandbox
+	if _, err := os.Stat(perl); err != nil {
+		t.Skip("skipping: /usr/bin/perl is missing (the agent's truncate)")
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "host.log")
+	if err := os.WriteFile(log, []byte("the caller's log\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(log, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	script := `for my $fh (\*STDIN, \*STDOUT, \*STDERR) { print STDERR "truncate worked\n" if truncate($fh, 0); }
+syswrite(STDOUT, "1\n"); syswrite(STDERR, "2\n"); syswrite(STDOUT, "3\n");`
+	in, err := os.OpenFile(filepath.Join(dir, "in.txt"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.WriteString("input\n")
+	in.Seek(0, io.SeekStart)
+	defer in.Close()
+	cfg := baseConfig(t, perl, "-e", script)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Run(ctx, cfg, Stdio{Stdin: in, Stdout: f, Stderr: f})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %+v, %v", res, err)
+	}
+	got, _ := os.ReadFile(log)
+	if want := "the caller's log\n1\n2\n3\n"; string(got) != want {
+		t.Errorf("host log %q, want %q", got, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "in.txt")); string(b) != "input\n" {
+		t.Errorf("stdin file %q, want it untouched", b)
 	}
 }
