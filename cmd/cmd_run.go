@@ -83,7 +83,7 @@ func addRunFlags(c *cobra.Command, o *runOptions) {
 	f.BoolVar(&o.net, "net", false, "share the host network")
 	f.BoolVar(&o.direct, "direct", false, "bind the host workspace read-write; record nothing")
 	f.StringArrayVar(&o.env, "env", nil, "set KEY=VALUE inside the sandbox (repeatable)")
-	f.DurationVar(&o.timeout, "timeout", 0, "kill the sandbox after this long (exit 124), e.g. 30s, 10m")
+	f.DurationVar(&o.timeout, "timeout", 0, "end the sandbox after this long (SIGTERM, then SIGKILL 2s later; exit 124), e.g. 30s, 10m")
 	f.StringVar(&o.memory, "memory", "", "memory limit, e.g. 512M, 2G")
 	f.IntVar(&o.pids, "pids", 0, "process limit (default: processes and threads capped, as RLIMIT_NPROC, at a quarter of the host's pid_max, at most 16384)")
 	f.StringVar(&o.tmpSize, "tmp-size", "", "size of each of the sandbox's in-memory /tmp, /dev/shm and /run, e.g. 2G; 0 for the kernel's default (default: a quarter of RAM; art as root only)")

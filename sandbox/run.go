@@ -49,8 +49,9 @@ type Result struct {
 	// 128+n when it was ended by signal n, 124 on timeout, 126/127 when the
 	// command could not be executed / was not found.
 	ExitCode int
-	// Signal is the signal that ended the command (SIGKILL on timeout, the
-	// received signal when Interrupted), 0 if it exited by itself. bwrap
+	// Signal is the signal that ended the command (on timeout SIGTERM, or
+	// SIGKILL when it outlived StopGrace; the received signal when
+	// Interrupted), 0 if it exited by itself. bwrap
 	// reports a signal death as status 128+n, so a command that itself
 	// exits with 129..192 is reported as killed by signal status-128, as a
 	// shell would.
@@ -275,7 +276,23 @@ func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
 		timedOut    bool
 		interrupted syscall.Signal
 		ctxErr      error
+		graceC      <-chan time.Time // the end of the stop's grace period
+		forced      bool             // SIGKILL ended it
 	)
+	// stop ends the sandbox: its processes get sig first and StopGrace to
+	// end on their own (git removes its index.lock, a database closes),
+	// then SIGKILL; a second stop, or no sandbox yet, kills at once.
+	// SIGKILL at once left an agent's git lock files in the commit.
+	stop := func(sig syscall.Signal) {
+		if killed || ns == nil || sig == syscall.SIGKILL {
+			killed, forced = true, true
+			killAll()
+			return
+		}
+		killed = true
+		signalSandbox(ns, sig)
+		graceC = time.After(StopGrace)
+	}
 	ctxDone := ctx.Done()
 loop:
 	for {
@@ -292,13 +309,23 @@ loop:
 			ctxDone = nil
 			ctxErr = ctx.Err()
 			timedOut = errors.Is(ctxErr, context.DeadlineExceeded)
-			killed = true
-			killAll()
-		case s := <-sigCh:
-			if interrupted == 0 {
-				interrupted = s.(syscall.Signal)
+			if timedOut {
+				stop(syscall.SIGTERM) // as timeout(1)
+			} else {
+				stop(syscall.SIGKILL)
 			}
-			killed = true
+		case s := <-sigCh:
+			sig := s.(syscall.Signal)
+			if interrupted == 0 {
+				interrupted = sig
+			}
+			if sig == syscall.SIGQUIT {
+				sig = syscall.SIGTERM // no core dumps in the home
+			}
+			stop(sig)
+		case <-graceC:
+			graceC = nil
+			forced = true
 			killAll()
 		case <-tio.winchChan():
 			tio.resize()
@@ -338,7 +365,10 @@ loop:
 	case timedOut:
 		res.TimedOut = true
 		res.ExitCode = 124
-		res.Signal = syscall.SIGKILL
+		res.Signal = syscall.SIGTERM
+		if forced {
+			res.Signal = syscall.SIGKILL
+		}
 		return res, nil
 	case interrupted != 0:
 		res.Interrupted = interrupted
@@ -495,6 +525,34 @@ func watchNamespace(r io.Reader) *nsWatch {
 		return nil // already gone
 	}
 	return &nsWatch{pid: info.ChildPid, pidfd: fd}
+}
+
+// StopGrace is how long the sandbox's processes have to end on their own
+// once art stops the sandbox (a signal to art, --timeout), before SIGKILL.
+const StopGrace = 2 * time.Second
+
+// signalSandbox sends sig to every process of the sandbox's pid namespace
+// but its pid 1 (bwrap's, whose death would SIGKILL the rest at once):
+// the processes of the namespace are found by their /proc/PID/ns/pid.
+func signalSandbox(n *nsWatch, sig syscall.Signal) {
+	var nsSt unix.Stat_t
+	if unix.Stat("/proc/"+strconv.Itoa(n.pid)+"/ns/pid", &nsSt) != nil {
+		return
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == n.pid {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat("/proc/"+e.Name()+"/ns/pid", &st) == nil && st.Dev == nsSt.Dev && st.Ino == nsSt.Ino {
+			_ = unix.Kill(pid, sig)
+		}
+	}
 }
 
 // alive reports whether the sandbox's pid 1 has not exited.

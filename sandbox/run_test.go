@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -664,4 +665,80 @@ syswrite(STDOUT, "1\n"); syswrite(STDERR, "2\n"); syswrite(STDOUT, "3\n");`
 	if b, _ := os.ReadFile(filepath.Join(dir, "in.txt")); string(b) != "input\n" {
 		t.Errorf("stdin file %q, want it untouched", b)
 	}
+}
+
+// TestStopGivesGrace: a timeout, or a signal to art, first gives the
+// sandbox's processes the signal and StopGrace to end on their own (a
+// git removing its index.lock), then SIGKILL for what is left. SIGKILL at
+// once left an agent's git lock files in the commit.
+func TestStopGivesGrace(t *testing.T) {
+	requireBwrap(t)
+	for _, tc := range []struct {
+		name   string
+		script string
+		signal syscall.Signal // sent to Run's signal channel; 0: a timeout
+		want   syscall.Signal // Result.Signal
+		clean  bool           // the trap ran
+	}{
+		{"timeout, cleans up", `trap 'echo cleaned > cleaned; exit 3' TERM; echo started; while :; do sleep 0.05; done`, 0, syscall.SIGTERM, true},
+		{"timeout, ignores it", `trap '' TERM; echo started; while :; do sleep 0.05; done`, 0, syscall.SIGKILL, false},
+		{"SIGINT, cleans up", `trap 'echo cleaned > cleaned; exit 3' INT; echo started; while :; do sleep 0.05; done`, syscall.SIGINT, syscall.SIGINT, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig(t, "sh", "-c", tc.script)
+			var out syncWriter
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if tc.signal == 0 {
+				cfg.Timeout = time.Second
+			} else {
+				sigs := make(chan os.Signal, 1)
+				cfg.Signals = sigs
+				go func() {
+					for !strings.Contains(out.String(), "started") {
+						time.Sleep(10 * time.Millisecond)
+					}
+					time.Sleep(100 * time.Millisecond)
+					sigs <- tc.signal
+				}()
+			}
+			begin := time.Now()
+			res, err := Run(ctx, cfg, Stdio{Stdout: &out, Stderr: &out})
+			took := time.Since(begin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Signal != tc.want {
+				t.Errorf("Signal %v, want %v (%+v)", res.Signal, tc.want, res)
+			}
+			_, err = os.Stat(filepath.Join(cfg.Home, "ws", "cleaned"))
+			if cleaned := err == nil; cleaned != tc.clean {
+				t.Errorf("the agent's clean-up ran: %v, want %v", cleaned, tc.clean)
+			}
+			if !tc.clean && (took < StopGrace || took > StopGrace+10*time.Second) {
+				t.Errorf("took %v, want StopGrace (%v) and a little", took, StopGrace)
+			}
+			if tc.clean && took > StopGrace+5*time.Second {
+				t.Errorf("took %v", took)
+			}
+		})
+	}
+}
+
+// syncWriter is a bytes.Buffer safe for a reader and a writer at once.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
