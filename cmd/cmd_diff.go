@@ -150,18 +150,19 @@ func printPatches(g *globals, r *repo.Repo, changes []repo.Change, pal palette) 
 }
 
 type statJSON struct {
-	Path    string `json:"path"`
-	Status  string `json:"status"`
-	Added   int    `json:"added"`
-	Deleted int    `json:"deleted"`
-	Binary  bool   `json:"binary"`
+	Path      string `json:"path"`
+	Status    string `json:"status"`
+	Added     int    `json:"added"`
+	Deleted   int    `json:"deleted"`
+	Binary    bool   `json:"binary"`
+	Directory bool   `json:"directory,omitempty"` // a directory's own change (mode, xattrs, made or removed empty)
 }
 
 func statsOf(r *repo.Repo, changes []repo.Change) ([]statJSON, error) {
 	out := []statJSON{}
 	d := r.NewDiffer()
 	for _, ch := range changes {
-		st := statJSON{Path: ch.Path, Status: ch.Status()}
+		st := statJSON{Path: ch.Path, Status: ch.Status(), Directory: (ch.New == nil || ch.New.Type == objects.TypeDir) && (ch.Old == nil || ch.Old.Type == objects.TypeDir)}
 		for _, side := range ch.Sides() {
 			p, err := d.MakePatch(side)
 			if err != nil {
@@ -198,10 +199,13 @@ func printStat(g *globals, r *repo.Repo, changes []repo.Change, pal palette) err
 		width = max(width, len(st[i].Path))
 	}
 	width = min(width, 60)
-	add, del := 0, 0
+	add, del, dirs := 0, 0, 0
 	for _, s := range st {
 		add += s.Added
 		del += s.Deleted
+		if s.Directory {
+			dirs++
+		}
 		if s.Binary {
 			fmt.Fprintf(g.stdout, " %-*s | Bin\n", width, s.Path)
 			continue
@@ -209,7 +213,14 @@ func printStat(g *globals, r *repo.Repo, changes []repo.Change, pal palette) err
 		bar := pal.green(strings.Repeat("+", min(s.Added, 40))) + pal.red(strings.Repeat("-", min(s.Deleted, 40)))
 		fmt.Fprintf(g.stdout, " %-*s | %5d %s\n", width, s.Path, s.Added+s.Deleted, bar)
 	}
-	fmt.Fprintf(g.stdout, " %s changed, %s, %s\n", plural(len(st), "file", "files"), plural(add, "insertion(+)", "insertions(+)"), plural(del, "deletion(-)", "deletions(-)"))
+	what := plural(len(st)-dirs, "file", "files")
+	switch {
+	case dirs > 0 && len(st) == dirs:
+		what = plural(dirs, "directory", "directories")
+	case dirs > 0:
+		what += " and " + plural(dirs, "directory", "directories")
+	}
+	fmt.Fprintf(g.stdout, " %s changed, %s, %s\n", what, plural(add, "insertion(+)", "insertions(+)"), plural(del, "deletion(-)", "deletions(-)"))
 	return nil
 }
 

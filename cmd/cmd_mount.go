@@ -161,7 +161,10 @@ func warnGitRisks(g *globals, r *repo.Repo, tip objects.ID, branch, mp string) e
 		}
 		found, err := r.GitRisks(tip, e.Name)
 		if err != nil {
-			return fmt.Errorf("mount: %w", err)
+			// Only a warning: a mount of a damaged commit still serves
+			// what it can (art fsck names the damage).
+			fmt.Fprintf(g.stderr, "art: warning: could not check %s for what git would run: %s\n", repo.QuotePath(e.Name), repo.EscapeControls(err.Error()))
+			continue
 		}
 		for _, f := range found {
 			risks = append(risks, repo.QuotePath(e.Name)+"/"+f)

@@ -87,12 +87,20 @@ the worktrees of live or interrupted sessions.`,
 				fmt.Fprintf(g.stdout, "A pull of %s into %s did not finish: some files are the commit's, some as they were; finish it with 'art pull -m %s --commit %s' (an 'art push' now would record the half-pulled state).\n",
 					drift.UnfinishedPull.Short(), abs, abs, drift.UnfinishedPull.Short())
 			}
-			if !drift.Synced {
+			unfinished := !drift.UnfinishedPull.IsZero()
+			switch {
+			case unfinished && !drift.Synced:
+				fmt.Fprintf(g.stdout, "Workspace %s was never fully pushed or pulled.\n", abs)
+			case !drift.Synced:
 				fmt.Fprintf(g.stdout, "Workspace %s was never pushed or pulled (record it with 'art push -m %s').\n", abs, abs)
-			} else if drift.Clean() {
+			case drift.Clean():
 				fmt.Fprintf(g.stdout, "Workspace %s matches the last push/pull (%s).\n", abs, syncedCommit(drift.Commit))
-			} else {
+			case unfinished:
+				fmt.Fprintf(g.stdout, "Workspace %s differs from the last push/pull (%s), partly by the unfinished pull:\n", abs, syncedCommit(drift.Commit))
+			default:
 				fmt.Fprintf(g.stdout, "Workspace %s changed since the last push/pull (%s); record it with 'art push':\n", abs, syncedCommit(drift.Commit))
+			}
+			if drift.Synced && !drift.Clean() {
 				pal := palette{colorOn(g.stdout)}
 				for _, p := range drift.Added {
 					fmt.Fprintln(g.stdout, pal.green("  added:    "+repo.QuotePath(p)))

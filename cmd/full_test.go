@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,5 +57,67 @@ func TestRepositoryFilesystemFull(t *testing.T) {
 	}
 	if code, out := run("fsck", "-d", db); code != 0 {
 		t.Errorf("fsck after a failed push: %s", out)
+	}
+}
+
+// A pull stopped half way (the workspace's filesystem filled) is reported
+// by art status with the way to finish it, not as changes to push.
+func TestStatusAfterUnfinishedPull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to mount a small tmpfs")
+	}
+	base := t.TempDir()
+	small := filepath.Join(base, "small")
+	os.Mkdir(small, 0o755)
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
+	ws := filepath.Join(small, "ws")
+	big := filepath.Join(base, "other", "ws") // the same workspace, elsewhere
+	os.MkdirAll(ws, 0o755)
+	os.MkdirAll(big, 0o755)
+	db := filepath.Join(base, "repo", "art.db")
+	run := func(args ...string) (int, string) {
+		c := exec.Command(artBinary(t), args...)
+		c.Env = artEnv()
+		var out bytes.Buffer
+		c.Stdout, c.Stderr = &out, &out
+		err := c.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode(), out.String()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, out.String()
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		code, out := run(args...)
+		if code != 0 {
+			t.Fatalf("art %q: exit %d\n%s", args, code, out)
+		}
+		return out
+	}
+	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("a\n"), 0o644)
+	must("init", "-d", db)
+	must("push", "-d", db, "-m", ws, "-q")
+	for i := range 4 {
+		os.WriteFile(filepath.Join(big, fmt.Sprintf("big%d", i)), bytes.Repeat([]byte{byte('0' + i)}, 400<<10), 0o644)
+	}
+	must("push", "-d", db, "-m", big, "-q")
+	if code, out := run("pull", "-d", db, "-m", ws, "--force", "-q"); code == 0 {
+		t.Fatalf("pull into a full filesystem succeeded:\n%s", out)
+	}
+	out := must("status", "-d", db, "-m", ws)
+	if !strings.Contains(out, "did not finish") || !strings.Contains(out, "finish it with 'art pull -m "+ws+" --commit ") || strings.Contains(out, "record it with 'art push'") {
+		t.Errorf("status after an unfinished pull:\n%s", out)
+	}
+	code, out := run("push", "-d", db, "-m", ws, "-q")
+	if code != 0 || !strings.Contains(out, "did not finish: this push records the workspace half pulled") {
+		t.Errorf("push of a half-pulled workspace: exit %d\n%s", code, out)
+	}
+	if out := must("status", "-d", db, "-m", ws); strings.Contains(out, "did not finish") {
+		t.Errorf("still unfinished after a push:\n%s", out)
 	}
 }

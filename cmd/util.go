@@ -46,9 +46,11 @@ func (p palette) bold(s string) string   { return p.wrap("1", s) }
 // UTF-8, else quoted as the text output quotes it ("ws/n\377"). JSON
 // strings cannot carry other bytes, and encoding/json made every invalid
 // byte U+FFFD: an agent's names n\377 and n\376 came out the same, and a
-// tool keyed on the path could approve one for the other.
+// tool keyed on the path could approve one for the other. A name that
+// itself starts with a double quote is quoted too, so that none given as
+// it is reads like a quoted one: one name, one string.
 func jsonName(name string) string {
-	if utf8.ValidString(name) {
+	if utf8.ValidString(name) && !strings.HasPrefix(name, `"`) {
 		return name
 	}
 	return repo.QuotePath(name)

@@ -40,7 +40,9 @@ func Discover(explicit, startDir string) (string, error) {
 		return "", err
 	}
 	for {
-		if p, ok := repoFileIn(dir); ok {
+		if p, ok, err := repoFileIn(dir); err != nil {
+			return "", err
+		} else if ok {
 			return p, nil
 		}
 		parent := filepath.Dir(dir)
@@ -57,14 +59,22 @@ func Discover(explicit, startDir string) (string, error) {
 // mode, in its workspace), would have art log, push and pull in dir work
 // on another project's repository: pull then wrote that project's files,
 // secrets included, where the agent reads them.
-func repoFileIn(dir string) (string, bool) {
+func repoFileIn(dir string) (string, bool, error) {
 	artDir := filepath.Join(dir, DirName)
-	if st, err := os.Lstat(artDir); err != nil || !st.IsDir() {
-		return "", false
-	}
 	p := filepath.Join(artDir, FileName)
-	if st, err := os.Lstat(p); err != nil || !st.Mode().IsRegular() {
-		return "", false
+	for _, q := range []string{artDir, p} {
+		st, err := os.Lstat(q)
+		if err != nil {
+			return "", false, nil
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			// Said, not skipped: the search would go on to a parent's
+			// repository, or art run to direct mode.
+			return "", false, fmt.Errorf("%s is a symbolic link, which art does not follow to find a repository (anyone who may write %s could have made it); name the repository with -d FILE or ART_DB", q, filepath.Dir(q))
+		}
+		if q == artDir && !st.IsDir() || q == p && !st.Mode().IsRegular() {
+			return "", false, nil
+		}
 	}
-	return p, true
+	return p, true, nil
 }

@@ -381,19 +381,33 @@ func (p *puller) workspaceDir(from, target string) (dir objects.Entry, ok bool, 
 	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, '\\') {
 		return dir, false, nil
 	}
-	rel := path.Join(from, target)
-	if rel == ".." || strings.HasPrefix(rel, "../") {
-		return dir, false, nil
+	// Step by step, as the kernel resolves it: every name entered must be
+	// a real directory of the commit, even one a later ".." leaves (a
+	// link then "..", l/.., is the link's target's parent, anywhere).
+	var at []string
+	if from != "." && from != "" {
+		at = strings.Split(from, "/")
 	}
 	dir = objects.Entry{Type: objects.TypeDir, ID: p.wsTree}
-	if rel == "." {
-		return dir, true, nil
-	}
-	parts := strings.Split(rel, "/")
-	for i := range parts {
-		e, found, err := p.r.Lookup(p.wsTree, parts[:i+1])
+	for _, name := range strings.Split(target, "/") {
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			if len(at) == 0 {
+				return dir, false, nil // above the workspace
+			}
+			at = at[:len(at)-1]
+		default:
+			at = append(at, name)
+		}
+		if len(at) == 0 {
+			dir = objects.Entry{Type: objects.TypeDir, ID: p.wsTree}
+			continue
+		}
+		e, found, err := p.r.Lookup(p.wsTree, at)
 		if err != nil {
-			return dir, false, fmt.Errorf("pull: look up %s in the commit: %w", rel, err)
+			return dir, false, fmt.Errorf("pull: look up %s in the commit: %w", strings.Join(at, "/"), err)
 		}
 		if !found || e.Type != objects.TypeDir {
 			return dir, false, nil

@@ -244,8 +244,9 @@ func TestDiscover(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "d", DirName), 0o755)
 	os.Symlink(r.Path, filepath.Join(root, "d", DirName, FileName))
 	for _, dir := range []string{"c", "d"} {
-		if got, err := Discover("", filepath.Join(root, dir)); !errors.Is(err, ErrNoRepo) {
-			t.Errorf("%s: Discover through a link = %q, %v; want ErrNoRepo", dir, got, err)
+		got, err := Discover("", filepath.Join(root, dir))
+		if err == nil || errors.Is(err, ErrNoRepo) || !strings.Contains(err.Error(), "is a symbolic link") || !strings.Contains(err.Error(), "-d FILE") {
+			t.Errorf("%s: Discover through a link = %q, %v; want an error naming the link", dir, got, err)
 		}
 	}
 }

@@ -191,12 +191,13 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	// take it (read-only, locked) must fail the pull before the host is
 	// touched, not after. The write that checks it marks the pull begun
 	// (pullingKey), until that record.
-	if err := r.markPulling(dir, o.Commit); err != nil {
-		return nil, fmt.Errorf("pull: nothing was changed: the repository %s cannot record a pull: %w", r.Path, err)
-	}
 	dfd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("pull: open %s: %w", dir, err)
+	}
+	if err := r.markPulling(dir, o.Commit); err != nil {
+		unix.Close(dfd)
+		return nil, fmt.Errorf("pull: nothing was changed: the repository %s cannot record a pull: %w", r.Path, err)
 	}
 	err = p.applyDir(dfd, root)
 	unix.Close(dfd)

@@ -79,7 +79,23 @@ func (t *ptyIO) start() {
 	t.outDone = make(chan struct{})
 	go func() {
 		defer close(t.outDone)
-		_, _ = io.Copy(t.stdout, t.ptmx)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := t.ptmx.Read(buf)
+			if n > 0 {
+				if _, werr := t.stdout.Write(buf[:n]); werr != nil {
+					// Nobody reads art's output any more (art run | head):
+					// hang the terminal up, as a closed terminal does, so
+					// that the agent gets SIGHUP and EIO instead of
+					// writing, unread, forever.
+					t.ptmx.Close()
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
 	}()
 	t.inDone = make(chan struct{})
 	if t.stdin == nil {

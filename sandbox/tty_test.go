@@ -448,3 +448,36 @@ python3 -c 'import fcntl, os; fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl
 		t.Errorf("file status flags after the sandbox %#o, were %#o (%v)", fl, flBefore, err)
 	}
 }
+
+// TestInteractiveOutputClosed: when nobody reads art's output any more
+// (art run | head, in a terminal, so with a pty), the agent's terminal is
+// hung up: it gets SIGHUP and EIO and the session ends, instead of the
+// agent blocking on a full pty nobody drains, and art waiting forever.
+func TestInteractiveOutputClosed(t *testing.T) {
+	requireBwrap(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	go func() { // head -1: one read, then gone
+		buf := make([]byte, 64)
+		r.Read(buf)
+		r.Close()
+	}()
+	cfg := baseConfig(t, "sh", "-c", "yes")
+	cfg.Interactive = true
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	begin := time.Now()
+	res, err := Run(ctx, cfg, Stdio{Stdin: strings.NewReader(""), Stdout: w})
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("Run: %+v, %v (context: %v)", res, err, ctx.Err())
+	}
+	if d := time.Since(begin); d > 10*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if res.ExitCode == 0 {
+		t.Errorf("the agent writing to a hung-up terminal exited 0: %+v", res)
+	}
+}
