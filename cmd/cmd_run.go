@@ -501,7 +501,16 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	guard.record()
 	cfg.SchedGroup.Leave() // while the home is unmounted and committed
 	if err := srv.Unmount(); err != nil {
-		syscall.Unmount(mnt, syscall.MNT_DETACH)
+		// The sandbox is gone, so something outside it holds files in
+		// the home (a shell there, an editor): it would keep the session
+		// from being recorded until it let go, writing into the agent's
+		// commit meanwhile. Its files stop working instead.
+		who := strings.Join(fuse.Holders(mnt, 5), ", ")
+		if who == "" {
+			who = "unknown"
+		}
+		fmt.Fprintf(g.stderr, "art: the home is still in use outside the sandbox (%s); cutting it off to record the session\n", repo.EscapeControls(who))
+		fuse.Abort(mnt)
 	}
 	srv.Wait()
 	if runErr != nil {

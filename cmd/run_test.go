@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -734,5 +735,56 @@ func TestRunRepositoryElsewhere(t *testing.T) {
 	res = runArt(t, ws, env, nil, "log", "--json")
 	if res.code != 0 || !strings.Contains(res.stdout, `"run: sh -c`) {
 		t.Errorf("the session was not recorded in %s: %s", db, res)
+	}
+}
+
+// TestRunHomeHeldOutside: a process outside the sandbox holding a file in
+// the home when the session ends (a root shell there, an editor) no longer
+// keeps art from recording it: art said nothing and waited for it to let
+// go, and what it wrote meanwhile went into the agent's commit. Art names
+// it, cuts the mount off and records the session.
+func TestRunHomeHeldOutside(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	c, wait := r.start("run", "-i=false", "--", "sh", "-c", "echo data > f; while [ ! -e go ]; do sleep 0.05; done")
+	var mnt string
+	waitFor(t, "f in the session's home", 30*time.Second, func() bool {
+		for _, w := range r.status().Worktrees {
+			if w.State == "live" && w.Mountpoint != "" {
+				mnt = w.Mountpoint
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(mnt, "WS", "f"))
+		return mnt != "" && err == nil && string(b) == "data\n"
+	})
+	held, err := os.OpenFile(filepath.Join(mnt, "WS", "f"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := os.WriteFile(filepath.Join(mnt, "WS", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan artResult, 1)
+	go func() { exited <- wait() }()
+	var res artResult
+	select {
+	case res = <-exited:
+	case <-time.After(60 * time.Second):
+		held.Close()
+		c.Process.Kill()
+		t.Fatal("art waited for the process holding the home")
+	}
+	if res.code != 0 {
+		t.Errorf("art exited %d\n%s", res.code, res)
+	}
+	checkContains(t, "stderr", res.stderr, "in use outside the sandbox (pid "+strconv.Itoa(os.Getpid()), "art: session recorded as ")
+	if _, err := held.WriteString("late\n"); err == nil {
+		t.Error("a write through the held file worked after the session")
+	}
+	if got := r.nameStatus(r.head()+"~1", "HEAD"); got["WS/f"] != "A" {
+		t.Errorf("session changes %v, want WS/f added", got)
+	}
+	if mounted(t, mnt) {
+		t.Errorf("mount %s left behind", mnt)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -220,6 +221,55 @@ func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logg
 		return nil, fmt.Errorf("serve %s: %w", dir, err)
 	}
 	return srv, nil
+}
+
+// Abort ends the FUSE connection at dir and detaches it: requests waiting
+// on it fail, files still open on it fail from then on, and Wait returns.
+// art run uses it when something outside the sandbox still holds files in
+// the home at the session's end (a shell there, an editor), which would
+// otherwise keep the session from being recorded until it let go, and
+// write into the agent's commit meanwhile.
+func Abort(dir string) { abortMount(dir) }
+
+// Holders lists the processes whose working directory, root or open files
+// lie in the mount at dir ("pid 123 (vim)"), at most max of them.
+func Holders(dir string, max int) []string {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	in := func(p string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		base := "/proc/" + e.Name()
+		holds := false
+		for _, l := range []string{"cwd", "root"} {
+			if t, err := os.Readlink(base + "/" + l); err == nil && in(t) {
+				holds = true
+			}
+		}
+		if !holds {
+			fds, _ := os.ReadDir(base + "/fd")
+			for _, fd := range fds {
+				if t, err := os.Readlink(base + "/fd/" + fd.Name()); err == nil && in(t) {
+					holds = true
+					break
+				}
+			}
+		}
+		if holds {
+			comm, _ := os.ReadFile(base + "/comm")
+			out = append(out, fmt.Sprintf("pid %d (%s)", pid, strings.TrimSpace(string(comm))))
+			if len(out) == max {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // abortMount ends the FUSE connection at dir (a forced unmount aborts it:
