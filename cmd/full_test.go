@@ -29,19 +29,7 @@ func TestRepositoryFilesystemFull(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
 	db := filepath.Join(small, "art.db")
-	run := func(args ...string) (int, string) {
-		c := exec.Command(artBinary(t), args...)
-		c.Env = artEnv()
-		var out bytes.Buffer
-		c.Stdout, c.Stderr = &out, &out
-		err := c.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), out.String()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, out.String()
-	}
+	run := func(args ...string) (int, string) { return artCombined(t, args...) }
 	if code, out := run("init", "-d", db); code != 0 {
 		t.Fatalf("init: %s", out)
 	}
@@ -78,19 +66,7 @@ func TestStatusAfterUnfinishedPull(t *testing.T) {
 	os.MkdirAll(ws, 0o755)
 	os.MkdirAll(big, 0o755)
 	db := filepath.Join(base, "repo", "art.db")
-	run := func(args ...string) (int, string) {
-		c := exec.Command(artBinary(t), args...)
-		c.Env = artEnv()
-		var out bytes.Buffer
-		c.Stdout, c.Stderr = &out, &out
-		err := c.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), out.String()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, out.String()
-	}
+	run := func(args ...string) (int, string) { return artCombined(t, args...) }
 	must := func(args ...string) string {
 		t.Helper()
 		code, out := run(args...)
@@ -120,4 +96,21 @@ func TestStatusAfterUnfinishedPull(t *testing.T) {
 	if out := must("status", "-d", db, "-m", ws); strings.Contains(out, "did not finish") {
 		t.Errorf("still unfinished after a push:\n%s", out)
 	}
+}
+
+// artCombined runs art ARGS and returns its exit status and its stdout
+// and stderr together.
+func artCombined(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	c := exec.Command(artBinary(t), args...)
+	c.Env = artEnv()
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	err := c.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, out.String()
 }

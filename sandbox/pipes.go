@@ -90,29 +90,13 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 		}
 		// A file opened for writing too (art run <> file): the agent
 		// reads it through a pipe.
-		r, w, err := os.Pipe()
-		if err != nil {
+		if err := p.pipeIn(in); err != nil {
 			return nil, err
 		}
-		p.childStdin = r
-		p.childEnds = append(p.childEnds, r)
-		p.parentEnds = append(p.parentEnds, w)
-		p.copies = append(p.copies, func() {
-			_, _ = io.Copy(w, in)
-			w.Close()
-		})
 	default:
-		r, w, err := os.Pipe()
-		if err != nil {
+		if err := p.pipeIn(in); err != nil {
 			return nil, err
 		}
-		p.childStdin = r
-		p.childEnds = append(p.childEnds, r)
-		p.parentEnds = append(p.parentEnds, w)
-		p.copies = append(p.copies, func() {
-			_, _ = io.Copy(w, in)
-			w.Close()
-		})
 	}
 	var outFile *os.File // an output file given to the child, and its pipe
 	var outPipe *os.File
@@ -158,6 +142,22 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// pipeIn gives the child a pipe as stdin, fed from in.
+func (p *pipeIO) pipeIn(in io.Reader) error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	p.childStdin = r
+	p.childEnds = append(p.childEnds, r)
+	p.parentEnds = append(p.parentEnds, w)
+	p.copies = append(p.copies, func() {
+		_, _ = io.Copy(w, in)
+		w.Close()
+	})
+	return nil
 }
 
 // passThrough reports whether f may be handed to the agent as it is: a
