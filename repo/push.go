@@ -297,17 +297,6 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		e.id, e.size = stored[i].ID, stored[i].Size
 	}
 
-	wsTree, built, err := tx.buildTree(root, true)
-	if err != nil {
-		return nil, fmt.Errorf("push %s: %w", dir, err)
-	}
-	res.TreesBuilt = built
-	if o.Report != nil {
-		for _, e := range sc.all[1:] {
-			reportEntry(o.Report, name, e, e.old)
-		}
-	}
-
 	// Commit on the branch, keeping the rest of the home from the parent.
 	head, err := tx.Head()
 	if err != nil {
@@ -328,6 +317,30 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 			return nil, err
 		}
 	}
+	// What the parent holds of the workspace: its xattrs, which the host
+	// does not show (pull does not write them), are kept for entries the
+	// host has as they were.
+	var prevWS objects.ID
+	if !parent.IsZero() {
+		pc, err := tx.LoadCommit(parent)
+		if err != nil {
+			return nil, err
+		}
+		if e := tx.prevEntries(pc.Tree)[name]; e != nil && e.Type == objects.TypeDir {
+			prevWS = e.ID
+		}
+	}
+	wsTree, built, err := tx.buildTree(root, true, prevWS)
+	if err != nil {
+		return nil, fmt.Errorf("push %s: %w", dir, err)
+	}
+	res.TreesBuilt = built
+	if o.Report != nil {
+		for _, e := range sc.all[1:] {
+			reportEntry(o.Report, name, e, e.old)
+		}
+	}
+
 	if err := tx.checkNoLiveWorktree(branch); err != nil {
 		return nil, err
 	}
@@ -418,21 +431,28 @@ func reportEntry(report func(string), ws string, e *hostEntry, old *syncedEntry)
 // repository is seen to hold it (gc may have freed it since; one that is
 // held has all its subtrees); if one is missing, every tree is built
 // afresh.
-func (tx *Tx) buildTree(root *hostEntry, reuse bool) (objects.ID, int, error) {
+func (tx *Tx) buildTree(root *hostEntry, reuse bool, prev objects.ID) (objects.ID, int, error) {
 	var trees []EncodedTree
 	var reused []objects.ID // the outermost reused trees
-	// build returns d's tree id and whether it was reused.
-	var build func(d *hostEntry) (objects.ID, bool, error)
-	build = func(d *hostEntry) (objects.ID, bool, error) {
+	// build returns d's tree id and whether it was reused; prev is d's
+	// tree in the parent commit, if any.
+	var build func(d *hostEntry, prev objects.ID) (objects.ID, bool, error)
+	build = func(d *hostEntry, prev objects.ID) (objects.ID, bool, error) {
 		t := &objects.Tree{Entries: make([]objects.Entry, 0, len(d.kids))}
 		var kidsReused []objects.ID
+		before := tx.prevEntries(prev)
 		for _, k := range d.kids {
 			e := objects.Entry{Name: path.Base(k.rel), Type: k.typ, Mode: k.mode, MTime: k.mtime}
+			pe := before[e.Name]
+			var prevKid objects.ID
+			if pe != nil && pe.Type == objects.TypeDir {
+				prevKid = pe.ID
+			}
 			switch k.typ {
 			case objects.TypeFile:
 				e.ID, e.Size = k.id, uint64(k.size)
 			case objects.TypeDir:
-				id, wasReused, err := build(k)
+				id, wasReused, err := build(k, prevKid)
 				if err != nil {
 					return objects.Zero, false, err
 				}
@@ -445,6 +465,9 @@ func (tx *Tx) buildTree(root *hostEntry, reuse bool) (objects.ID, int, error) {
 				}
 			case objects.TypeSymlink:
 				e.Target, e.Size = k.target, uint64(len(k.target))
+			}
+			if pe != nil && pe.Type == e.Type && pe.Mode == e.Mode && (e.Type != objects.TypeFile || pe.ID == e.ID) && pe.Target == e.Target {
+				e.Xattrs = pe.Xattrs
 			}
 			t.Entries = append(t.Entries, e)
 		}
@@ -464,7 +487,7 @@ func (tx *Tx) buildTree(root *hostEntry, reuse bool) (objects.ID, int, error) {
 		d.id = id
 		return id, false, nil
 	}
-	id, rootReused, err := build(root)
+	id, rootReused, err := build(root, prev)
 	if err != nil {
 		return objects.Zero, 0, err
 	}
@@ -478,10 +501,27 @@ func (tx *Tx) buildTree(root *hostEntry, reuse bool) (objects.ID, int, error) {
 		}
 		if len(missing) > 0 {
 			clearRowSame(root)
-			return tx.buildTree(root, false)
+			return tx.buildTree(root, false, prev)
 		}
 	}
 	return id, len(trees), tx.PutTrees(trees)
+}
+
+// prevEntries indexes the entries of tree id by name (none for the zero
+// id, or a tree gc removed).
+func (tx *Tx) prevEntries(id objects.ID) map[string]*objects.Entry {
+	if id.IsZero() {
+		return nil
+	}
+	t, err := tx.LoadTree(id)
+	if err != nil {
+		return nil
+	}
+	m := make(map[string]*objects.Entry, len(t.Entries))
+	for i := range t.Entries {
+		m[t.Entries[i].Name] = &t.Entries[i]
+	}
+	return m
 }
 
 // clearRowSame marks every directory's row as changed, for a rebuild

@@ -487,3 +487,69 @@ func TestHostRootOpen(t *testing.T) {
 		t.Errorf("another inode: %v", err)
 	}
 }
+
+// The host does not show a commit's xattrs (pull does not write them), so
+// a push keeps those of entries the host has as the parent commit had
+// them: a pull and a push with nothing changed recorded an agent's xattrs
+// as removed. An entry the host changed has the host's (none).
+func TestPushKeepsXattrsTheHostCannotShow(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n", "d/b": "b\n"})
+	v1 := push(t, r, ws, "v1").Commit
+	// The agent's session: the same tree with xattrs on a, d and d/b.
+	c1, _ := r.LoadCommit(v1)
+	wsE, _, _ := r.Lookup(c1.Tree, []string{"ws"})
+	wsT, _ := r.LoadTree(wsE.ID)
+	dE, _, _ := r.Lookup(c1.Tree, []string{"ws", "d"})
+	dT, _ := r.LoadTree(dE.ID)
+	x := func(n string) []objects.Xattr { return []objects.Xattr{{Name: "user." + n, Value: []byte(n)}} }
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newD := *dT
+	newD.Entries = append([]objects.Entry(nil), dT.Entries...)
+	newD.Entries[0].Xattrs = x("b")
+	dID, _ := tx.PutTree(&newD)
+	newWS := *wsT
+	newWS.Entries = append([]objects.Entry(nil), wsT.Entries...)
+	for i := range newWS.Entries {
+		switch newWS.Entries[i].Name {
+		case "a":
+			newWS.Entries[i].Xattrs = x("a")
+		case "d":
+			newWS.Entries[i].ID, newWS.Entries[i].Xattrs = dID, x("d")
+		}
+	}
+	wsID, _ := tx.PutTree(&newWS)
+	root, _ := tx.ReplaceAt(c1.Tree, []string{"ws"}, &objects.Entry{Type: objects.TypeDir, Mode: wsE.Mode, ID: wsID})
+	agent, err := tx.PutCommit(&objects.Commit{Tree: root, Parents: []objects.ID{v1}, Time: c1.Time + 1, Message: "agent", Session: &objects.Session{Mode: "run"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.SetBranch("main", agent)
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	pull(t, r, ws, agent)
+	v2 := push(t, r, ws, "nothing changed").Commit
+	c2, _ := r.LoadCommit(v2)
+	ca, _ := r.LoadCommit(agent)
+	if changes, err := r.DiffTrees(ca.Tree, c2.Tree, nil); err != nil || len(changes) != 0 {
+		t.Errorf("a push with nothing changed changed %s (%v)", changeList(changes), err)
+	}
+	writeFiles(t, ws, map[string]string{"a": "edited\n"})
+	v3 := push(t, r, ws, "a edited").Commit
+	c3, _ := r.LoadCommit(v3)
+	changes, err := r.DiffTrees(c2.Tree, c3.Tree, nil)
+	if err != nil || changeList(changes) != "M ws/a" {
+		t.Fatalf("changes %q, %v", changeList(changes), err)
+	}
+	if len(changes[0].New.Xattrs) != 0 {
+		t.Errorf("an edited file kept the xattrs of its old content: %v", changes[0].New.Xattrs)
+	}
+	if b, _, _ := r.Lookup(c3.Tree, []string{"ws", "d", "b"}); len(b.Xattrs) != 1 {
+		t.Errorf("d/b lost its xattrs: %+v", b)
+	}
+}
