@@ -82,14 +82,16 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 	switch in := stdio.Stdin.(type) {
 	case nil:
 	case *os.File:
-		if passThrough(in) || readOnly(in) {
+		if passThrough(in) || regular(in) && readOnly(in) {
 			p.childStdin = in
 			p.saveTTY(in)
 			p.saveFlags(in)
 			break
 		}
-		// A file opened for writing too (art run <> file): the agent
-		// reads it through a pipe.
+		// A file opened for writing too (art run <> file), or a
+		// directory (art run < / gave the agent the host's root through
+		// /proc/self/fd/0, hidden paths and all, to write as its user):
+		// the agent reads it through a pipe.
 		if err := p.pipeIn(in); err != nil {
 			return nil, err
 		}
@@ -127,7 +129,12 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 		p.outWG.Add(1)
 		p.copies = append(p.copies, func() {
 			defer p.outWG.Done()
-			_, _ = io.Copy(dst, r)
+			if _, err := io.Copy(dst, r); err != nil {
+				// The output cannot be written (a full disk, a closed
+				// pipe): the agent gets EPIPE, as it would writing there
+				// itself, instead of blocking on a full pipe for ever.
+				r.Close()
+			}
 		})
 		outPipe = w
 		return w, nil
@@ -178,24 +185,25 @@ func passThrough(f *os.File) bool {
 	return false
 }
 
+// regular reports whether f is a regular file.
+func regular(f *os.File) bool {
+	var st unix.Stat_t
+	return unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG
+}
+
 // readOnly reports whether f was opened for reading only.
 func readOnly(f *os.File) bool {
 	fl, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
 	return err == nil && fl&unix.O_ACCMODE == unix.O_RDONLY
 }
 
-// sameFile reports whether a and b are the same open file (> log 2>&1):
-// the same inode, opened with the same flags at the same offset.
+// sameFile reports whether a and b are the same open file description
+// (> log 2>&1, not > log 2> log), as kcmp(2) tells.
 func sameFile(a, b *os.File) bool {
-	var sa, sb unix.Stat_t
-	if unix.Fstat(int(a.Fd()), &sa) != nil || unix.Fstat(int(b.Fd()), &sb) != nil || sa.Dev != sb.Dev || sa.Ino != sb.Ino {
-		return false
-	}
-	fa, errA := unix.FcntlInt(a.Fd(), unix.F_GETFL, 0)
-	fb, errB := unix.FcntlInt(b.Fd(), unix.F_GETFL, 0)
-	oa, errC := unix.Seek(int(a.Fd()), 0, io.SeekCurrent)
-	ob, errD := unix.Seek(int(b.Fd()), 0, io.SeekCurrent)
-	return errA == nil && errB == nil && errC == nil && errD == nil && fa == fb && oa == ob
+	const kcmpFile = 0 // KCMP_FILE
+	pid := uintptr(os.Getpid())
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, pid, pid, kcmpFile, a.Fd(), b.Fd(), 0)
+	return errno == 0 && r == 0
 }
 
 // start runs the copies once the child holds its ends.

@@ -742,3 +742,63 @@ func (w *syncWriter) String() string {
 	defer w.mu.Unlock()
 	return w.b.String()
 }
+
+// TestStdinDirectoryNotShared: a directory given as stdin (art run < /)
+// reached the agent as it was, and /proc/self/fd/0 then led to the host's
+// root, hidden paths included, writable as the agent's user. It is read
+// through a pipe now (EISDIR: empty input).
+func TestStdinDirectoryNotShared(t *testing.T) {
+	requireBwrap(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o777) // writable by the agent's user, were it reachable
+	in, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var out syncWriter
+	cfg := baseConfig(t, "sh", "-c", "ls /proc/self/fd/0/ 2>&1; echo x > /proc/self/fd/0/escaped; echo done")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := Run(ctx, cfg, Stdio{Stdin: in, Stdout: &out, Stderr: &out}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "escaped")); err == nil {
+		t.Errorf("the agent wrote into the directory given as stdin:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "done") {
+		t.Errorf("output %q", out.String())
+	}
+}
+
+// TestOutputFileFull: output to a file that cannot take it (a full
+// filesystem) gives the agent an error, as writing there itself would:
+// the copy gave up and the agent blocked on the full pipe for ever.
+func TestOutputFileFull(t *testing.T) {
+	requireBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to mount a small tmpfs")
+	}
+	small := filepath.Join(t.TempDir(), "small")
+	os.Mkdir(small, 0o755)
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=256k"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
+	f, err := os.Create(filepath.Join(small, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var errOut syncWriter
+	cfg := baseConfig(t, "sh", "-c", "head -c 3000000 /dev/zero; echo rc=$? >&2")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Run(ctx, cfg, Stdio{Stdout: f, Stderr: &errOut})
+	if err != nil || ctx.Err() != nil || res.TimedOut {
+		t.Fatalf("Run: %+v, %v (context %v)", res, err, ctx.Err())
+	}
+	if !strings.Contains(errOut.String(), "rc=") || strings.Contains(errOut.String(), "rc=0") {
+		t.Errorf("the agent saw no error writing to a full file: %q", errOut.String())
+	}
+}
