@@ -70,6 +70,10 @@ the agent's home the same way.`,
 			if err := warnGitRisks(g, r, tip, branch, mp); err != nil {
 				return err
 			}
+			// From here a signal must not kill art (a mount and a
+			// worktree would be left behind): one that comes before the
+			// mount is served unmounts it at once.
+			guard := guardRecording(g)
 			wt, resumed, err := r.CreateWorktree(branch, "mount", mp, "")
 			if err != nil {
 				return err
@@ -91,7 +95,6 @@ the agent's home the same way.`,
 			}
 			// Handle the signals before saying they are handled: a SIGTERM
 			// sent on that line used to kill art with nothing committed.
-			guard := guardRecording(g)
 			fmt.Fprintf(g.stderr, "art: %s mounted at %s (worktree #%d); Ctrl-C or SIGTERM unmounts and commits\n", branch, mp, wt.ID)
 			done := make(chan struct{})
 			go func() { srv.Wait(); close(done) }()

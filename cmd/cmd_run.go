@@ -452,6 +452,10 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	}
 	sessJSON, _ := json.Marshal(sess)
 
+	// From here a signal must not kill art: it would leave a mount and a
+	// worktree behind. One that comes before the sandbox runs ends it as
+	// soon as it starts, and the session is recorded as interrupted.
+	guard := guardRecording(g)
 	mnt, err := privateMountpoint(uid, gid)
 	if err != nil {
 		return runFail(err)
@@ -495,7 +499,6 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		// view of the host's root.
 		cfg.Hide = append(cfg.Hide, dir)
 	}
-	guard := guardRecording(g)
 	cfg.Signals = guard.ch
 	res, runErr := sandbox.Run(ctx, cfg, stdio)
 	guard.record()
@@ -512,7 +515,9 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		fmt.Fprintf(g.stderr, "art: the home is still in use outside the sandbox (%s); cutting it off to record the session\n", repo.EscapeControls(who))
 		fuse.Abort(mnt)
 	}
-	srv.Wait()
+	if srv.WaitOrAbort(fuse.HeldWait) {
+		fmt.Fprintln(g.stderr, "art: warning: the home's connection was still held after the session ended (by a process left of the sandbox?); it was aborted to record the session")
+	}
 	if runErr != nil {
 		// Nothing ran: keep the worktree's changes (none, usually) and say why.
 		if cerr := sandbox.CheckTools(); cerr != nil {

@@ -788,3 +788,29 @@ func TestRunHomeHeldOutside(t *testing.T) {
 		t.Errorf("mount %s left behind", mnt)
 	}
 }
+
+// TestRunSignalDuringSetup: a signal at any moment of art run's start
+// leaves nothing for the next command to clean up: art dies before making
+// anything, or ends the session and records it. One that came while art
+// made the worktree and mounted the home killed art with both left behind
+// (the next command recorded an "interrupted" session that never ran).
+func TestRunSignalDuringSetup(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	for i := range 48 {
+		delay := time.Duration(i) * time.Millisecond
+		c, wait := r.start("run", "-i=false", "--", "sh", "-c", "sleep 30")
+		time.Sleep(delay)
+		c.Process.Signal(syscall.SIGTERM)
+		res := wait()
+		if res.code != -1 && res.code != 143 {
+			t.Errorf("after %v: exit %d\n%s", delay, res.code, res)
+		}
+		after := r.mustArt("status")
+		if strings.Contains(after.stderr, "interrupted") || strings.Contains(after.stderr, "stale mount") {
+			t.Errorf("after %v (art exit %d): the next command had to clean up:\n%s", delay, res.code, after.stderr)
+		}
+		if wts := r.status().Worktrees; len(wts) != 0 {
+			t.Fatalf("after %v: worktrees left: %+v", delay, wts)
+		}
+	}
+}

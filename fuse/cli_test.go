@@ -1010,3 +1010,42 @@ func TestMountSignalsWhileCommitting(t *testing.T) {
 		t.Errorf("big in the commit: %d bytes, %v", len(b), err)
 	}
 }
+
+// TestWaitOrAbortEndsAHeldConnection: a copy of the mount in another mount
+// namespace (as a process of the sandbox left orphaned holds one) keeps
+// the connection after art's unmount, and Wait never returned: art run
+// hung after the session. WaitOrAbort aborts it after its bound.
+func TestWaitOrAbortEndsAHeldConnection(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("skipping: unshare (util-linux) is missing")
+	}
+	m := newTestMount(t, nil)
+	holder := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", "echo ready; exec sleep 60")
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(out, buf); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	// Over /dev/fuse, go-fuse's Unmount itself waits for the serving to
+	// end: it aborts after HeldWait; over io_uring, WaitOrAbort does.
+	if err := m.srv.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	aborted := m.srv.WaitOrAbort(time.Second)
+	if m.srv.Transport() == "io_uring" && !aborted {
+		t.Error("the connection held in another namespace ended by itself")
+	}
+	if d := time.Since(begin); d > HeldWait+10*time.Second {
+		t.Errorf("took %v", d)
+	}
+	m.srv = nil
+}

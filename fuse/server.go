@@ -34,6 +34,7 @@ type Server struct {
 	classic *gofuse.Server
 	ring    *ringServer // nil: every request comes through /dev/fuse
 	dir     string      // the mount point, for Unmount when art mounted it itself
+	dev     uint64      // the mount's device: its connection in /sys/fs/fuse/connections
 }
 
 // Transport names how requests reach the server: "io_uring" or "/dev/fuse".
@@ -47,7 +48,22 @@ func (s *Server) Transport() string {
 // Unmount removes the mount, which ends the serving; Wait then returns.
 func (s *Server) Unmount() error {
 	if s.dir == "" {
-		return s.classic.Unmount()
+		// go-fuse's Unmount also waits for its serving to end, which a
+		// copy of the mount in another namespace can keep going for
+		// ever (see WaitOrAbort): bounded the same way.
+		done := make(chan error, 1)
+		go func() { done <- s.classic.Unmount() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(HeldWait):
+		}
+		if s.dev != 0 {
+			if err := abortConnection(s.dev); err != nil {
+				log.Printf("art: abort the FUSE connection %d: %v", unix.Minor(s.dev), err)
+			}
+		}
+		return <-done
 	}
 	// Mounted by art itself (go-fuse knows the mount only by its
 	// descriptor): unmount as go-fuse does, retrying while the kernel
@@ -62,6 +78,53 @@ func (s *Server) Unmount() error {
 		time.Sleep(delay)
 	}
 	return fmt.Errorf("unmount %s: %w", s.dir, err)
+}
+
+// HeldWait is how long Unmount and art run's WaitOrAbort wait for a
+// connection held elsewhere to end before they abort it.
+const HeldWait = 10 * time.Second
+
+// WaitOrAbort is Wait, for at most d after an Unmount: a mount of the
+// connection elsewhere (a copy in another mount namespace, which an
+// orphaned process of the sandbox could keep) holds it open, and Wait
+// then never returned. After d the connection is aborted, which ends it
+// everywhere; aborted reports that it had to.
+func (s *Server) WaitOrAbort(d time.Duration) (aborted bool) {
+	done := make(chan struct{})
+	go func() { s.Wait(); close(done) }()
+	select {
+	case <-done:
+		return false
+	case <-time.After(d):
+	}
+	if s.dev != 0 {
+		if err := abortConnection(s.dev); err != nil {
+			log.Printf("art: abort the FUSE connection %d: %v", unix.Minor(s.dev), err)
+		}
+	}
+	<-done
+	return true
+}
+
+// abortConnection aborts the FUSE connection of device dev through the
+// fusectl filesystem: at /sys/fs/fuse/connections, or, where nothing is
+// mounted there (no systemd), mounted for the moment in a directory of
+// its own (root only).
+func abortConnection(dev uint64) error {
+	name := strconv.FormatUint(uint64(unix.Minor(dev)), 10)
+	if err := os.WriteFile(filepath.Join("/sys/fs/fuse/connections", name, "abort"), []byte("1"), 0); err == nil {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "art-fusectl-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(dir)
+	if err := unix.Mount("fusectl", dir, "fusectl", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount fusectl: %w", err)
+	}
+	defer unix.Unmount(dir, unix.MNT_DETACH)
+	return os.WriteFile(filepath.Join(dir, name, "abort"), []byte("1"), 0)
 }
 
 // Wait returns once the mount is gone and every request has been answered.
@@ -133,6 +196,10 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	var st unix.Stat_t
+	if unix.Stat(dir, &st) == nil {
+		srv.dev = st.Dev
 	}
 	if err := raiseReadAhead(dir, opts.MaxReadAhead); err != nil && os.Geteuid() == 0 {
 		o.Log.Printf("art: cannot raise the read-ahead of %s: %v (sequential reads stay slower)", dir, err)

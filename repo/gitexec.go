@@ -246,7 +246,7 @@ func (p *puller) gitConfigRisk(rel string, e *objects.Entry, h *hostEntry) (stri
 		if key != "core.worktree" {
 			return false
 		}
-		_, ok, err := p.workspaceDir(gitDir, value)
+		ok, err := p.submoduleWorktree(gitDir, value)
 		if err != nil {
 			inside = err
 		}
@@ -372,19 +372,69 @@ func (p *puller) gitFileInside(rel string, e *objects.Entry) (bool, error) {
 	return looksLikeGitDir(dir.Name, t), nil
 }
 
+// submoduleWorktree reports whether core.worktree value, in the config of
+// git directory gitDir, names what git submodule add makes it name: a
+// directory of the workspace whose .git file leads back to gitDir, and
+// which is neither a git directory nor inside one. Any other directory of
+// the commit would do for git (.git/hooks, say, with the hooks then in
+// the agent's commit, written there by the user's next git reset --hard).
+func (p *puller) submoduleWorktree(gitDir, value string) (bool, error) {
+	_, at, ok, err := p.resolveDir(gitDir, value)
+	if err != nil || !ok || len(at) == 0 {
+		return false, err
+	}
+	for i := range at {
+		e, _, err := p.r.Lookup(p.wsTree, at[:i+1])
+		if err != nil {
+			return false, fmt.Errorf("pull: look up %s in the commit: %w", strings.Join(at[:i+1], "/"), err)
+		}
+		t, err := p.r.LoadTree(e.ID)
+		if err != nil {
+			return false, fmt.Errorf("pull: read %s from the commit: %w", strings.Join(at[:i+1], "/"), err)
+		}
+		if looksLikeGitDir(at[i], t) {
+			return false, nil
+		}
+	}
+	dir := strings.Join(at, "/")
+	gf, found, err := p.r.Lookup(p.wsTree, append(at[:len(at):len(at)], ".git"))
+	if err != nil || !found || gf.Type != objects.TypeFile || gf.Size > maxGitFile {
+		return false, err
+	}
+	data, err := p.r.ReadFile(gf.ID, int64(gf.Size))
+	if err != nil {
+		return false, fmt.Errorf("pull: read %s/.git from the commit: %w", dir, err)
+	}
+	target, ok := strings.CutPrefix(strings.TrimRight(string(data), "\r\n"), "gitdir: ")
+	if !ok || strings.ContainsAny(target, "\r\n") {
+		return false, nil
+	}
+	_, back, ok, err := p.resolveDir(dir, target)
+	if err != nil || !ok {
+		return false, err
+	}
+	return strings.Join(back, "/") == gitDir, nil
+}
+
 // workspaceDir resolves target, a path git reads in a file of directory
 // from (both workspace-relative), to the directory of the pulled commit it
 // names: ok only for a relative path that stays inside the workspace and
 // crosses a real directory of the commit at every step (never a link,
 // which could lead anywhere on the host).
 func (p *puller) workspaceDir(from, target string) (dir objects.Entry, ok bool, err error) {
+	dir, _, ok, err = p.resolveDir(from, target)
+	return dir, ok, err
+}
+
+// resolveDir is workspaceDir, also giving the directory's path (nil: the
+// workspace itself).
+func (p *puller) resolveDir(from, target string) (dir objects.Entry, at []string, ok bool, err error) {
 	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, '\\') {
-		return dir, false, nil
+		return dir, nil, false, nil
 	}
 	// Step by step, as the kernel resolves it: every name entered must be
 	// a real directory of the commit, even one a later ".." leaves (a
 	// link then "..", l/.., is the link's target's parent, anywhere).
-	var at []string
 	if from != "." && from != "" {
 		at = strings.Split(from, "/")
 	}
@@ -395,7 +445,7 @@ func (p *puller) workspaceDir(from, target string) (dir objects.Entry, ok bool, 
 			continue
 		case "..":
 			if len(at) == 0 {
-				return dir, false, nil // above the workspace
+				return dir, nil, false, nil // above the workspace
 			}
 			at = at[:len(at)-1]
 		default:
@@ -407,14 +457,14 @@ func (p *puller) workspaceDir(from, target string) (dir objects.Entry, ok bool, 
 		}
 		e, found, err := p.r.Lookup(p.wsTree, at)
 		if err != nil {
-			return dir, false, fmt.Errorf("pull: look up %s in the commit: %w", strings.Join(at, "/"), err)
+			return dir, nil, false, fmt.Errorf("pull: look up %s in the commit: %w", strings.Join(at, "/"), err)
 		}
 		if !found || e.Type != objects.TypeDir {
-			return dir, false, nil
+			return dir, nil, false, nil
 		}
 		dir = e
 	}
-	return dir, true, nil
+	return dir, at, true, nil
 }
 
 // asPushed reports whether the stored entry at rel is as the workspace's

@@ -284,6 +284,16 @@ func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
 	// then SIGKILL; a second stop, or no sandbox yet, kills at once.
 	// SIGKILL at once left an agent's git lock files in the commit.
 	stop := func(sig syscall.Signal) {
+		if ns == nil && nsCh != nil {
+			// bwrap has not yet said which process is the sandbox's
+			// pid 1: killing bwrap now could orphan that child before
+			// it set its parent-death signal, and it lived on, holding
+			// the home's mount (art then waited for ever). It is killed
+			// with bwrap once known (below), or after killGrace.
+			killed, forced = true, true
+			graceC = time.After(killGrace)
+			return
+		}
 		if killed || ns == nil || sig == syscall.SIGKILL {
 			killed, forced = true, true
 			killAll()
@@ -302,7 +312,9 @@ loop:
 		case n := <-nsCh:
 			ns = n
 			nsCh = nil
-			if killed && ns != nil {
+			if killed && forced {
+				killAll() // a stop that waited for the sandbox's pid 1
+			} else if killed && ns != nil {
 				ns.kill()
 			}
 		case <-ctxDone:
@@ -526,6 +538,10 @@ func watchNamespace(r io.Reader) *nsWatch {
 	}
 	return &nsWatch{pid: info.ChildPid, pidfd: fd}
 }
+
+// killGrace bounds how long a stop waits for bwrap to name the sandbox's
+// pid 1 before it kills bwrap anyway.
+const killGrace = 5 * time.Second
 
 // StopGrace is how long the sandbox's processes have to end on their own
 // once art stops the sandbox (a signal to art, --timeout), before SIGKILL.
