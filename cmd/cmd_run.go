@@ -539,6 +539,9 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	switch {
 	case res.TimedOut:
 		sess.Status = "timed out"
+		if res.Signal != 0 {
+			sess.Signal = signalName(res.Signal) // SIGTERM, or SIGKILL for what outlived it
+		}
 	case res.Interrupted != 0:
 		sess.Status = "interrupted"
 		sess.Signal = signalName(res.Interrupted)
