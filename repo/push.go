@@ -434,24 +434,34 @@ func reportEntry(report func(string), ws string, e *hostEntry, old *syncedEntry)
 func (tx *Tx) buildTree(root *hostEntry, reuse bool, prev objects.ID) (objects.ID, int, error) {
 	var trees []EncodedTree
 	var reused []objects.ID // the outermost reused trees
-	// build returns d's tree id and whether it was reused; prev is d's
-	// tree in the parent commit, if any.
-	var build func(d *hostEntry, prev objects.ID) (objects.ID, bool, error)
-	build = func(d *hostEntry, prev objects.ID) (objects.ID, bool, error) {
+	// build returns d's tree id and whether it was reused; prev gives d's
+	// tree in the parent commit, if any, read only for a tree that is
+	// built (most are reused).
+	var build func(d *hostEntry, prev func() objects.ID) (objects.ID, bool, error)
+	build = func(d *hostEntry, prev func() objects.ID) (objects.ID, bool, error) {
 		t := &objects.Tree{Entries: make([]objects.Entry, 0, len(d.kids))}
 		var kidsReused []objects.ID
-		before := tx.prevEntries(prev)
+		var beforeM map[string]*objects.Entry
+		loaded := false
+		before := func() map[string]*objects.Entry {
+			if !loaded {
+				loaded, beforeM = true, tx.prevEntries(prev())
+			}
+			return beforeM
+		}
 		for _, k := range d.kids {
 			e := objects.Entry{Name: path.Base(k.rel), Type: k.typ, Mode: k.mode, MTime: k.mtime}
-			pe := before[e.Name]
-			var prevKid objects.ID
-			if pe != nil && pe.Type == objects.TypeDir {
-				prevKid = pe.ID
-			}
 			switch k.typ {
 			case objects.TypeFile:
 				e.ID, e.Size = k.id, uint64(k.size)
 			case objects.TypeDir:
+				name := e.Name
+				prevKid := func() objects.ID {
+					if pe := before()[name]; pe != nil && pe.Type == objects.TypeDir {
+						return pe.ID
+					}
+					return objects.Zero
+				}
 				id, wasReused, err := build(k, prevKid)
 				if err != nil {
 					return objects.Zero, false, err
@@ -466,14 +476,19 @@ func (tx *Tx) buildTree(root *hostEntry, reuse bool, prev objects.ID) (objects.I
 			case objects.TypeSymlink:
 				e.Target, e.Size = k.target, uint64(len(k.target))
 			}
-			if pe != nil && pe.Type == e.Type && pe.Mode == e.Mode && (e.Type != objects.TypeFile || pe.ID == e.ID) && pe.Target == e.Target {
-				e.Xattrs = pe.Xattrs
-			}
 			t.Entries = append(t.Entries, e)
 		}
 		if reuse && d.rowSame && !d.rowTree.IsZero() {
 			d.id = d.rowTree
 			return d.id, true, nil
+		}
+		if m := before(); m != nil {
+			for i := range t.Entries {
+				e := &t.Entries[i]
+				if pe := m[e.Name]; pe != nil && pe.Type == e.Type && pe.Mode == e.Mode && (e.Type != objects.TypeFile || pe.ID == e.ID) && pe.Target == e.Target {
+					e.Xattrs = pe.Xattrs
+				}
+			}
 		}
 		reused = append(reused, kidsReused...)
 		raw, id, err := objects.EncodeTree(t)
@@ -487,7 +502,7 @@ func (tx *Tx) buildTree(root *hostEntry, reuse bool, prev objects.ID) (objects.I
 		d.id = id
 		return id, false, nil
 	}
-	id, rootReused, err := build(root, prev)
+	id, rootReused, err := build(root, func() objects.ID { return prev })
 	if err != nil {
 		return objects.Zero, 0, err
 	}
