@@ -516,7 +516,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		fuse.Abort(mnt)
 	}
 	if srv.WaitOrAbort(fuse.HeldWait) {
-		fmt.Fprintln(g.stderr, "art: warning: the home's connection was still held after the session ended (by a process left of the sandbox?); it was aborted to record the session")
+		fmt.Fprintln(g.stderr, "art: warning: the home's connection was still held after the session ended (by a process left over from the sandbox?); it was aborted to record the session")
 	}
 	if runErr != nil {
 		// Nothing ran: keep the worktree's changes (none, usually) and say why.
