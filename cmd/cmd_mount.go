@@ -29,6 +29,11 @@ repository; Ctrl-C or SIGTERM unmounts and records what changed as a commit
 ("mount session"). If art dies, the next art command removes the stale mount
 and 'art commit' records the pending changes. One live worktree per branch.
 
+The mount serves the commit as it is: when it holds what art pull would
+hold back as something git runs on this host (an agent's hooks,
+core.fsmonitor), mount names it on stderr first; review it with 'art diff'
+before you run git in DIR.
+
 As root on Linux 6.14+, requests reach art over FUSE's io_uring queues, one
 per CPU (art turns on /sys/module/fuse/parameters/enable_uring);
 ART_FUSE_TRANSPORT=classic serves them through /dev/fuse instead, and

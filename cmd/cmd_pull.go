@@ -34,9 +34,13 @@ core.hooksPath) under a name git runs, a commondir or gitdir file, a git
 config that gains a setting naming a command (core.fsmonitor,
 aliases starting with !, include.path and every other one outside a short
 list of inert settings such as user.email and remote URLs, read with git
-itself), and a .git file or link. An agent can write all of these, and git
-diff does not show them. What the workspace's last push stored is the
-user's own and goes through.`,
+itself), and a .git file or link (a submodule as git submodule add makes
+it goes through). An agent can write all of these, and git diff does not
+show them. What the workspace's last push stored is the user's own and
+goes through.
+
+A pull stopped half way (killed, a full disk) leaves DIR part pulled:
+run the same pull again to finish it; art status says so until then.`,
 		Example: `  art pull -m ~/src/app                   # the current branch
   art pull -m ~/src/app --commit attempt-2
   art pull -m /tmp/export --commit 1a2b3c4d`,

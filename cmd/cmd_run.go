@@ -64,6 +64,11 @@ from the host's DIR/.art/config/binds.json only.
 With no repository (or --direct) the host DIR is bound read-write at
 /home/agent/<basename> and nothing is recorded.
 
+A signal to art (SIGINT, SIGTERM, SIGHUP, SIGQUIT) or --timeout ends the
+sandbox: its processes get the signal (SIGTERM for SIGQUIT and timeouts)
+and 2s to exit, then SIGKILL; a second signal kills at once. Signals that
+come while art records the session are held.
+
 Exit status: the command's own; 128+N when killed by signal N; 124 when
 --timeout ended it; 125 when art itself fails; 126 when the command cannot
 be executed; 127 when it is not found.`

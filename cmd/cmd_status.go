@@ -83,11 +83,11 @@ the worktrees of live or interrupted sessions.`,
 			default:
 				fmt.Fprintf(g.stdout, "On branch %s at %s\n", h.Branch, h.Commit.Short())
 			}
-			if !drift.UnfinishedPull.IsZero() {
+			unfinished := !drift.UnfinishedPull.IsZero()
+			if unfinished {
 				fmt.Fprintf(g.stdout, "A pull of %s into %s did not finish: some files are the commit's, some as they were; finish it with 'art pull -m %s --commit %s' (an 'art push' now would record the half-pulled state).\n",
 					drift.UnfinishedPull.Short(), abs, abs, drift.UnfinishedPull.Short())
 			}
-			unfinished := !drift.UnfinishedPull.IsZero()
 			switch {
 			case unfinished && !drift.Synced:
 				fmt.Fprintf(g.stdout, "Workspace %s was never fully pushed or pulled.\n", abs)

@@ -22,12 +22,8 @@ func TestRepositoryFilesystemFull(t *testing.T) {
 	base := t.TempDir()
 	small := filepath.Join(base, "small")
 	ws := filepath.Join(base, "ws")
-	os.Mkdir(small, 0o755)
 	os.Mkdir(ws, 0o755)
-	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=2m"); err != nil {
-		t.Fatalf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
+	mountTmpfs(t, small, "size=2m")
 	db := filepath.Join(small, "art.db")
 	run := func(args ...string) (int, string) { return artCombined(t, args...) }
 	if code, out := run("init", "-d", db); code != 0 {
@@ -56,11 +52,7 @@ func TestStatusAfterUnfinishedPull(t *testing.T) {
 	}
 	base := t.TempDir()
 	small := filepath.Join(base, "small")
-	os.Mkdir(small, 0o755)
-	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=1m"); err != nil {
-		t.Fatalf("mount tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(small, syscall.MNT_DETACH) })
+	mountTmpfs(t, small, "size=1m")
 	ws := filepath.Join(small, "ws")
 	big := filepath.Join(base, "other", "ws") // the same workspace, elsewhere
 	os.MkdirAll(ws, 0o755)
@@ -113,4 +105,17 @@ func artCombined(t *testing.T, args ...string) (int, string) {
 		t.Fatal(err)
 	}
 	return 0, out.String()
+}
+
+// mountTmpfs makes dir and mounts a tmpfs there with opts (sizes, inodes)
+// for the rest of the test.
+func mountTmpfs(t *testing.T, dir, opts string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+		t.Fatalf("mount a tmpfs at %s: %v", dir, err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 }

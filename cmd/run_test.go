@@ -508,13 +508,7 @@ func TestRunBadInput(t *testing.T) {
 	// A temporary directory with room for the private directory around
 	// the home's mount point but not for the mount point itself.
 	noInodes := filepath.Join(r.base, "no-inodes")
-	if err := os.Mkdir(noInodes, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", noInodes, "tmpfs", 0, "nr_inodes=2,mode=0755"); err != nil {
-		t.Fatalf("mount a tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(noInodes, syscall.MNT_DETACH) })
+	mountTmpfs(t, noInodes, "nr_inodes=2,mode=0755")
 	hostBefore := hashTree(t, r.ws)
 	cmd := []string{"--", "sh", "-c", "echo RAN"}
 	tests := []struct {

@@ -1049,3 +1049,38 @@ func TestWaitOrAbortEndsAHeldConnection(t *testing.T) {
 	}
 	m.srv = nil
 }
+
+// TestMountWarnsWhenGitCheckFails: the check for what git would run is a
+// warning; a commit it cannot read (a tree gone: art fsck names it) is
+// still served, with a warning saying the check was not made.
+func TestMountWarnsWhenGitCheckFails(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	p := c.startMount("main", mnt)
+	if err := os.MkdirAll(filepath.Join(mnt, wsName, "made", "deeper"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t)
+	r, err := repo.Open(c.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip, _ := r.BranchTip("main")
+	cm, _ := r.LoadCommit(tip)
+	made, ok, err := r.Lookup(cm.Tree, []string{wsName, "made"})
+	if err != nil || !ok {
+		t.Fatalf("made: %v %v", ok, err)
+	}
+	if _, err := r.DB.Exec(`DELETE FROM trees WHERE id=?`, made.ID[:]); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	p = c.startMount("main", mnt) // fails the test unless it mounts
+	if s := p.stderr.String(); !strings.Contains(s, "warning: could not check "+wsName+" for what git would run") {
+		t.Errorf("no warning that the check failed:\n%s", s)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t)
+}

@@ -349,27 +349,34 @@ const maxGitFile = 4096
 // sub"): that directory's config and hooks are then checked like any git
 // directory's, so the file sends git nowhere unchecked.
 func (p *puller) gitFileInside(rel string, e *objects.Entry) (bool, error) {
-	if e.Type != objects.TypeFile || e.Size > maxGitFile {
-		return false, nil
-	}
-	data, err := p.r.ReadFile(e.ID, int64(e.Size))
-	if err != nil {
-		return false, fmt.Errorf("pull: read %s from the commit: %w", rel, err)
-	}
-	// git reads "gitdir: PATH", its line ending trimmed.
-	target, ok := strings.CutPrefix(strings.TrimRight(string(data), "\r\n"), "gitdir: ")
-	if !ok || strings.ContainsAny(target, "\r\n") {
-		return false, nil
-	}
-	dir, ok, err := p.workspaceDir(path.Dir(rel), target)
+	dir, _, ok, err := p.gitFileTarget(rel, e)
 	if err != nil || !ok {
 		return false, err
 	}
 	t, err := p.r.LoadTree(dir.ID)
 	if err != nil {
-		return false, fmt.Errorf("pull: read %s from the commit: %w", target, err)
+		return false, fmt.Errorf("pull: read the directory %s leads to from the commit: %w", rel, err)
 	}
 	return looksLikeGitDir(dir.Name, t), nil
+}
+
+// gitFileTarget reads the stored .git file e at rel ("gitdir: PATH", its
+// line ending trimmed, as git reads it) and resolves PATH as resolveDir
+// does; ok is false for anything else (a link, a large file, another
+// content, a path leaving the workspace or crossing a link).
+func (p *puller) gitFileTarget(rel string, e *objects.Entry) (dir objects.Entry, at []string, ok bool, err error) {
+	if e.Type != objects.TypeFile || e.Size > maxGitFile {
+		return dir, nil, false, nil
+	}
+	data, err := p.r.ReadFile(e.ID, int64(e.Size))
+	if err != nil {
+		return dir, nil, false, fmt.Errorf("pull: read %s from the commit: %w", rel, err)
+	}
+	target, ok := strings.CutPrefix(strings.TrimRight(string(data), "\r\n"), "gitdir: ")
+	if !ok || strings.ContainsAny(target, "\r\n") {
+		return dir, nil, false, nil
+	}
+	return p.resolveDir(path.Dir(rel), target)
 }
 
 // submoduleWorktree reports whether core.worktree value, in the config of
@@ -396,38 +403,23 @@ func (p *puller) submoduleWorktree(gitDir, value string) (bool, error) {
 			return false, nil
 		}
 	}
-	dir := strings.Join(at, "/")
 	gf, found, err := p.r.Lookup(p.wsTree, append(at[:len(at):len(at)], ".git"))
-	if err != nil || !found || gf.Type != objects.TypeFile || gf.Size > maxGitFile {
+	if err != nil || !found {
 		return false, err
 	}
-	data, err := p.r.ReadFile(gf.ID, int64(gf.Size))
-	if err != nil {
-		return false, fmt.Errorf("pull: read %s/.git from the commit: %w", dir, err)
-	}
-	target, ok := strings.CutPrefix(strings.TrimRight(string(data), "\r\n"), "gitdir: ")
-	if !ok || strings.ContainsAny(target, "\r\n") {
-		return false, nil
-	}
-	_, back, ok, err := p.resolveDir(dir, target)
+	_, back, ok, err := p.gitFileTarget(strings.Join(at, "/")+"/.git", &gf)
 	if err != nil || !ok {
 		return false, err
 	}
 	return strings.Join(back, "/") == gitDir, nil
 }
 
-// workspaceDir resolves target, a path git reads in a file of directory
+// resolveDir resolves target, a path git reads in a file of directory
 // from (both workspace-relative), to the directory of the pulled commit it
-// names: ok only for a relative path that stays inside the workspace and
-// crosses a real directory of the commit at every step (never a link,
-// which could lead anywhere on the host).
-func (p *puller) workspaceDir(from, target string) (dir objects.Entry, ok bool, err error) {
-	dir, _, ok, err = p.resolveDir(from, target)
-	return dir, ok, err
-}
-
-// resolveDir is workspaceDir, also giving the directory's path (nil: the
-// workspace itself).
+// names, and its path (nil: the workspace itself): ok only for a relative
+// path that stays inside the workspace and crosses a real directory of
+// the commit at every step (never a link, which could lead anywhere on
+// the host).
 func (p *puller) resolveDir(from, target string) (dir objects.Entry, at []string, ok bool, err error) {
 	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, '\\') {
 		return dir, nil, false, nil

@@ -126,33 +126,31 @@ func dsn(path string, readOnly bool) string {
 }
 
 // IsReadOnly reports whether err comes from SQLite refusing to write a
-// repository the process may not write (SQLITE_READONLY). Some callers
-// wrap with %v, so the message is checked too.
+// repository the process may not write (SQLITE_READONLY).
 func IsReadOnly(err error) bool {
-	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqliteReadOnly {
-		return true
-	}
-	return err != nil && strings.Contains(err.Error(), "attempt to write a readonly database")
+	return isSQLite(err, sqliteReadOnly, "attempt to write a readonly database")
 }
-
-// sqliteReadOnly is SQLITE_READONLY, the primary result code of a write
-// refused on a read-only database.
-const sqliteReadOnly = 8
 
 // IsFull reports whether err comes from SQLite finding the repository's
-// filesystem full (SQLITE_FULL); the message is checked too, as for
-// IsReadOnly.
-func IsFull(err error) bool {
+// filesystem full (SQLITE_FULL).
+func IsFull(err error) bool { return isSQLite(err, sqliteFull, "database or disk is full") }
+
+// isSQLite reports whether err carries SQLite's primary result code, or,
+// since some callers wrap with %v, SQLite's message for it.
+func isSQLite(err error, code int, msg string) bool {
 	var se *sqlite.Error
-	if errors.As(err, &se) && se.Code()&0xff == sqliteFull {
+	if errors.As(err, &se) && se.Code()&0xff == code {
 		return true
 	}
-	return err != nil && strings.Contains(err.Error(), "database or disk is full")
+	return err != nil && strings.Contains(err.Error(), msg)
 }
 
-// sqliteFull is SQLITE_FULL.
-const sqliteFull = 13
+// SQLite's primary result codes: SQLITE_READONLY, a write refused on a
+// read-only database, and SQLITE_FULL.
+const (
+	sqliteReadOnly = 8
+	sqliteFull     = 13
+)
 
 // Init creates a new repository at path (its directory is created too).
 func Init(path string) (*Repo, error) {
