@@ -215,6 +215,7 @@ func TestPushExclusions(t *testing.T) {
 		".art/art.db":      "not even a database\n",
 		".art/config/x":    "cfg\n",
 		"sub/.art/thing":   "nested .art\n",
+		"sub/.Art/thing":   "a .art in another case: skipped, with a warning\n",
 		"data/.keep":       "",
 		"not-.art/file":    "kept\n",
 		"sub/.artfile":     "kept: only directories named .art are excluded\n",
@@ -261,7 +262,10 @@ func TestPushExclusions(t *testing.T) {
 			t.Fatalf("push %d stored\n%q\nwant\n%q", i, names, want)
 		}
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], filepath.Join(ws, "sock")) || !strings.Contains(warnings[0], "socket") {
+	// Directory by directory: the workspace's socket, then sub's .Art;
+	// the exact .art (the repository's) and sub/.art say nothing.
+	if len(warnings) != 2 || !strings.Contains(warnings[0], filepath.Join(ws, "sock")) || !strings.Contains(warnings[0], "socket") ||
+		!strings.Contains(warnings[1], filepath.Join(ws, "sub", ".Art")) || !strings.Contains(warnings[1], "rename it") {
 		t.Fatalf("warnings %q", warnings)
 	}
 }

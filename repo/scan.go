@@ -43,7 +43,7 @@ type hostEntry struct {
 	rowTree objects.ID
 	// Directories only, filled by the scan of this directory (scans of
 	// directories run in parallel; scan reports these in walk order).
-	warns []string // skipped sockets and devices
+	warns []string // skipped sockets, devices and .art look-alikes
 	dead  []string // names of temporaries left by dead pulls
 }
 
@@ -340,6 +340,10 @@ func (s *scanner) scanDir(dir *hostEntry) error {
 			continue
 		}
 		if s.excluded(rel, e.typ == objects.TypeDir) || (e.typ == objects.TypeFile && s.isRepoFile(abs, name, &st)) {
+			if name != DirName && IsDirName(name) {
+				// Left out silently, the user's .Art would look stored.
+				dir.warns = append(dir.warns, fmt.Sprintf("skipping %s: art reserves the name %s in any case; rename it to store it", filepath.Join(abs, name), DirName))
+			}
 			continue
 		}
 		if pid, ok := isPullTemp(name); ok && e.typ != objects.TypeDir {
