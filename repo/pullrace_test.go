@@ -821,4 +821,27 @@ func TestUnfinishedPull(t *testing.T) {
 	if _, ok, _ := r.UnfinishedPull(ws); ok {
 		t.Error("still unfinished after a push")
 	}
+
+	// A damaged marker: status names it and the way out; push warns and
+	// replaces it, as does pull.
+	for _, finish := range []string{"push", "pull"} {
+		r.DB.Exec(`INSERT INTO meta(key, value) VALUES(?, 'not an id')`, pullingKey(ws))
+		if _, err := r.HostDrift(ws); !errors.Is(err, ErrPullMarkDamaged) || !strings.Contains(err.Error(), "art push -m "+ws) {
+			t.Fatalf("HostDrift with a damaged marker: %v", err)
+		}
+		warned = nil
+		if finish == "push" {
+			if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Warn: func(s string) { warned = append(warned, s) }}); err != nil {
+				t.Fatalf("push over a damaged marker: %v", err)
+			}
+			if len(warned) != 1 || !strings.Contains(warned[0], "damaged") {
+				t.Errorf("push warnings %q", warned)
+			}
+		} else if _, err := r.Pull(PullOptions{Dir: ws, Commit: v2, Force: true}); err != nil {
+			t.Fatalf("pull over a damaged marker: %v", err)
+		}
+		if _, ok, err := r.UnfinishedPull(ws); ok || err != nil {
+			t.Errorf("after %s: marker %v, %v", finish, ok, err)
+		}
+	}
 }

@@ -204,7 +204,11 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if id, ok, err := r.UnfinishedPull(dir); err != nil {
+	if id, ok, err := r.UnfinishedPull(dir); errors.Is(err, ErrPullMarkDamaged) {
+		if o.Warn != nil {
+			o.Warn(err.Error())
+		}
+	} else if err != nil {
 		return nil, err
 	} else if ok && o.Warn != nil {
 		o.Warn(fmt.Sprintf("a pull of %s into %s did not finish: this push records the workspace half pulled (to finish the pull instead: art pull -m %s --commit %s)", id.Short(), dir, dir, id.Short()))
@@ -625,10 +629,14 @@ func (r *Repo) UnfinishedPull(dir string) (objects.ID, bool, error) {
 	}
 	id, err := objects.ParseID(v)
 	if err != nil {
-		return objects.Zero, false, fmt.Errorf("read the pull state of %s: %w", dir, err)
+		return objects.Zero, false, fmt.Errorf("%w: the record of an unfinished pull into %s is damaged (%v); a pull (art pull -m %s --force) or a push (art push -m %s) replaces it", ErrPullMarkDamaged, dir, err, dir, dir)
 	}
 	return id, true, nil
 }
+
+// ErrPullMarkDamaged is UnfinishedPull's error for a marker whose commit
+// cannot be read: push, which replaces the marker, goes on with a warning.
+var ErrPullMarkDamaged = errors.New("unreadable pull state")
 
 // Version is art's version, recorded in commits.
 const Version = "0.1.0"
