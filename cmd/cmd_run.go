@@ -556,16 +556,22 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	default:
 		sess.Status = "exited"
 	}
+	var attach func(tx *repo.Tx) error
 	if st != nil {
-		// The structured log is stored like any file; the commit names it.
-		tid, err := storeTrace(r, st)
-		if err != nil {
-			fmt.Fprintf(g.stderr, "art: warning: the syscall log was not stored: %s\n", repo.EscapeControls(err.Error()))
-		} else if tid != nil {
-			sess.TraceID = tid
+		// The structured log is stored like any file, in the commit's
+		// own transaction: the commit names it, so no gc can come
+		// between. A log that cannot be stored costs only the log.
+		attach = func(tx *repo.Tx) error {
+			tid, err := storeTrace(tx, st)
+			if err != nil {
+				fmt.Fprintf(g.stderr, "art: warning: the syscall log was not stored: %s\n", repo.EscapeControls(err.Error()))
+			} else if tid != nil {
+				sess.TraceID = tid
+			}
+			return nil
 		}
 	}
-	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: true})
+	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: true, Attach: attach})
 	if err != nil {
 		r.SetWorktreeState(wt, repo.StateInterrupted)
 		return runFail(fmt.Errorf("record the session: %w (the changes stay in worktree #%d; 'art commit --worktree %d' records them)", err, wt.ID, wt.ID))

@@ -172,22 +172,15 @@ func (st *sessionTrace) close() {
 	}
 }
 
-// storeTrace stores the session's JSON-lines log in the repository.
-func storeTrace(r *repo.Repo, st *sessionTrace) (*objects.ID, error) {
+// storeTrace stores the session's JSON-lines log in tx, the transaction
+// of the commit that names it.
+func storeTrace(tx *repo.Tx, st *sessionTrace) (*objects.ID, error) {
 	rd, err := st.finish()
 	if err != nil || rd == nil {
 		return nil, err
 	}
-	tx, err := r.Begin()
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
 	id, _, err := tx.PutFile(rd)
 	if err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
 	return &id, nil

@@ -24,6 +24,12 @@ type CommitOptions struct {
 	// at the worktree's base; the worktree's own branch is left alone (the
 	// way out when that branch moved while the worktree was open).
 	Branch string
+	// Attach, when set, runs inside the commit's transaction before the
+	// commit is written, to store what the commit will name (a session's
+	// syscall log, set in Session). Stored in a transaction of its own it
+	// was unreachable until the commit, and an art gc in between deleted
+	// it. An error from Attach abandons the commit.
+	Attach func(tx *repo.Tx) error
 }
 
 // Commit folds the upper layer into new trees along the changed paths,
@@ -88,6 +94,11 @@ func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
 	}
 	if rootTree == fs.root && !o.AllowEmpty {
 		return objects.Zero, ErrNothingToCommit
+	}
+	if o.Attach != nil {
+		if err := o.Attach(tx); err != nil {
+			return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
+		}
 	}
 	c := &objects.Commit{Tree: rootTree, Parents: []objects.ID{fs.wt.Base}, Time: time.Now().UnixNano(), Author: repo.Author(), Message: o.Message, Session: o.Session}
 	id, err := tx.PutCommit(c)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -227,6 +228,52 @@ func TestCommitNothing(t *testing.T) {
 	}
 	if tip, _ := e.r.BranchTip("main"); tip != id {
 		t.Errorf("branch at %s, want %s", tip.Short(), id.Short())
+	}
+}
+
+// TestCommitAttach: what Attach stores is in the commit's transaction:
+// an error there abandons the commit and keeps the worktree; on success
+// the commit names the object, so a gc right after keeps it (stored in a
+// transaction of its own, a session's syscall log was deleted by a gc
+// that ran before the commit).
+func TestCommitAttach(t *testing.T) {
+	e := newEnv(t, lower)
+	e.write("ws", "new", "x")
+	_, err := e.fs.Commit(overlay.CommitOptions{Message: "m", Attach: func(*repo.Tx) error { return errors.New("attach failed") }})
+	e.fs = nil
+	if err == nil || !strings.Contains(err.Error(), "attach failed") {
+		t.Fatalf("commit with a failing Attach: %v", err)
+	}
+	if wts, err := e.r.Worktrees(); err != nil || len(wts) != 1 || wts[0].Pending == 0 {
+		t.Fatalf("worktrees after the abandoned commit: %+v %v", wts, err)
+	}
+	e.open()
+	sess := &objects.Session{Mode: "run"}
+	log := strings.Repeat("a syscall log line\n", 10000)
+	var logID objects.ID
+	id, err := e.fs.Commit(overlay.CommitOptions{Message: "m", Session: sess, Attach: func(tx *repo.Tx) error {
+		id, _, err := tx.PutFile(strings.NewReader(log))
+		logID = id
+		sess.TraceID = &id
+		return err
+	}})
+	e.fs = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.r.GC(e.r.WorktreeRoots); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.r.LoadCommit(id)
+	if err != nil || c.Session == nil || c.Session.TraceID == nil || *c.Session.TraceID != logID {
+		t.Fatalf("commit %+v, %v: does not name the attached log %s", c, err, logID.Short())
+	}
+	fr, err := objects.OpenFile(e.r, logID)
+	if err != nil {
+		t.Fatalf("the attached log after gc: %v", err)
+	}
+	if got, err := io.ReadAll(fr); err != nil || string(got) != log {
+		t.Fatalf("the attached log after gc: %d bytes, %v", len(got), err)
 	}
 }
 
