@@ -45,6 +45,12 @@ touch the host workspace; use 'art pull' to write a commit's files there.`,
 				return err
 			}
 			defer tx.Rollback()
+			if h.Branch != "" {
+				// Again under the write lock: an art branch -d since.
+				if _, err := tx.BranchTip(h.Branch); err != nil {
+					return err
+				}
+			}
 			if err := tx.SetHead(h); err != nil {
 				return err
 			}

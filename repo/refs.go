@@ -150,6 +150,9 @@ func (tx *Tx) SetBranch(name string, id objects.ID) error {
 	if err := CheckBranchName(name); err != nil {
 		return err
 	}
+	if err := tx.checkCommit(id); err != nil {
+		return fmt.Errorf("update branch %s: %w", name, err)
+	}
 	if _, err := tx.Exec(`INSERT INTO refs(name, commit_id) VALUES(?, ?) ON CONFLICT(name) DO UPDATE SET commit_id=excluded.commit_id`, name, id[:]); err != nil {
 		return fmt.Errorf("update branch %s: %w", name, err)
 	}
@@ -209,6 +212,10 @@ func (tx *Tx) SetHead(h Head) error {
 	v := "ref:" + h.Branch
 	if h.Branch == "" {
 		v = h.Commit.String()
+		// HEAD lives in meta, where no foreign key guards it.
+		if err := tx.checkCommit(h.Commit); err != nil {
+			return fmt.Errorf("update HEAD: %w", err)
+		}
 	}
 	_, err := tx.Exec(`UPDATE meta SET value=? WHERE key='head'`, v)
 	if err != nil {
@@ -224,4 +231,20 @@ func (tx *Tx) Advance(branch string, id objects.ID) error {
 		return tx.SetHead(Head{Commit: id})
 	}
 	return tx.SetBranch(branch, id)
+}
+
+// checkCommit makes sure, inside the transaction, that commit id is in the
+// repository: a revision resolved before the transaction began may name a
+// commit an art gc has removed since (it holds the write lock while it
+// runs), and a ref to it would leave the repository broken.
+func (tx *Tx) checkCommit(id objects.ID) error {
+	var one int
+	err := tx.QueryRow(`SELECT 1 FROM commits WHERE id=?`, id[:]).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("commit %s is not in the repository (an art gc may just have removed it as unreachable); check the revision with 'art log --all'", id.Short())
+	}
+	if err != nil {
+		return fmt.Errorf("look up commit %s: %w", id.Short(), err)
+	}
+	return nil
 }

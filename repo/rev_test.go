@@ -266,6 +266,55 @@ func TestBranches(t *testing.T) {
 	}
 }
 
+// TestRefsToRemovedCommit: a revision resolved before a gc removed its
+// commit must not become a ref or a detached HEAD (HEAD, in meta, has no
+// foreign key): art checkout did that, and the repository failed fsck.
+func TestRefsToRemovedCommit(t *testing.T) {
+	r := newTestRepo(t)
+	c1 := putCommit(t, r, "one", 1)
+	c2 := putCommit(t, r, "two", 2, c1)
+	setBranch(t, r, "main", c1)
+	// c2 is unreachable: resolved now, removed by the gc below.
+	got, err := r.Resolve(c2.String()[:8])
+	if err != nil || got != c2 {
+		t.Fatalf("Resolve: %v %v", got.Short(), err)
+	}
+	if _, err := r.GC(nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(tx *Tx) error
+	}{
+		{"detached HEAD", func(tx *Tx) error { return tx.SetHead(Head{Commit: c2}) }},
+		{"new branch", func(tx *Tx) error { return tx.SetBranch("keep", c2) }},
+		{"moved branch", func(tx *Tx) error { return tx.SetBranch("main", c2) }},
+	} {
+		tx, err := r.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tc.set(tx)
+		tx.Rollback()
+		if err == nil || !strings.Contains(err.Error(), "not in the repository") || !strings.Contains(err.Error(), c2.Short()) {
+			t.Errorf("%s at a removed commit: %v", tc.name, err)
+		}
+	}
+	if h, err := r.Head(); err != nil || h.Branch != "main" {
+		t.Fatalf("HEAD %+v, %v", h, err)
+	}
+	if tip, _ := r.BranchTip("main"); tip != c1 {
+		t.Fatal("main moved")
+	}
+	// A commit the transaction itself wrote is in the repository.
+	tx, _ := r.Begin()
+	defer tx.Rollback()
+	id := putCommitTx(t, tx, "three", c1)
+	if err := tx.SetHead(Head{Commit: id}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestLogOrder(t *testing.T) {
 	r := newTestRepo(t)
 	c1 := putCommit(t, r, "one", 1)
