@@ -262,6 +262,13 @@ func (m *testMount) Remount() {
 	m.t.Helper()
 	m.unmount()
 	m.closeFS()
+	// The persisted upper layer, pending changes and all, is a valid
+	// repository state: fsck must accept it.
+	if res, err := m.Repo.Fsck(nil); err != nil {
+		m.t.Fatalf("fsck of the worktree between mounts: %v", err)
+	} else if len(res.Problems) > 0 {
+		m.t.Fatalf("fsck of the worktree between mounts: %v", res.Problems)
+	}
 	m.open()
 	m.mount()
 }

@@ -59,11 +59,23 @@ func DecodeChunkList(b []byte) ([]ChunkRef, error) {
 
 // FileReader reads a stored file's content at any offset, loading only the
 // chunks it touches.
+//
+// Every chunk is verified as it is loaded, but a chunk list (the files
+// table) is not an object of its own: a list damaged into other valid
+// chunks of the right sizes, reordered say, reads as wrong data. Read
+// from start to end therefore hashes the whole content and ends with
+// ErrCorrupt, not io.EOF, when it is not the file's id (pull, diff);
+// ReadAt, which a mount uses, verifies the chunks it touches only.
 type FileReader struct {
 	l      Loader
+	id     ID
 	refs   []ChunkRef
 	starts []int64 // starts[i] is the offset of refs[i]; starts[len] = size
 	off    int64   // for Read
+	// For Read: the running hash of bytes [0, off); nil for one chunk
+	// (its load verifies it against the file's id) and once checked.
+	whole *Hasher
+	bad   error // the content is not the file's: every Read fails
 }
 
 // NewFileReader returns a reader for the file id of the given size.
@@ -88,7 +100,16 @@ func NewFileReader(l Loader, id ID, size int64) (*FileReader, error) {
 	if off != size {
 		return nil, fmt.Errorf("file %s: chunks hold %d bytes, tree says %d: %w", id.Short(), off, size, ErrCorrupt)
 	}
+	fr.verifyWhole(id)
 	return fr, nil
+}
+
+// verifyWhole makes sequential reads hash a multi-chunk file's content.
+func (fr *FileReader) verifyWhole(id ID) {
+	fr.id = id
+	if len(fr.refs) > 1 {
+		fr.whole = NewHasher()
+	}
 }
 
 // OpenFile returns a reader for a stored file whose size the caller does
@@ -109,6 +130,7 @@ func OpenFile(l Loader, id ID) (*FileReader, error) {
 		off += int64(r.Size)
 	}
 	fr.starts[len(refs)] = size
+	fr.verifyWhole(id)
 	return fr, nil
 }
 
@@ -147,9 +169,26 @@ func (fr *FileReader) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// Read implements io.Reader.
+// Read implements io.Reader. When the content read from the start is not
+// the file's, the read that would reach the end fails with ErrCorrupt,
+// delivering nothing (io.ReadFull drops an error that comes with the
+// bytes it asked for), and so does every read after it.
 func (fr *FileReader) Read(p []byte) (int, error) {
+	if fr.bad != nil {
+		return 0, fr.bad
+	}
 	n, err := fr.ReadAt(p, fr.off)
+	if fr.whole != nil {
+		fr.whole.Write(p[:n])
+		if fr.off+int64(n) == fr.Size() {
+			sum := fr.whole.Sum()
+			fr.whole = nil // checked once
+			if sum != fr.id {
+				fr.bad = fmt.Errorf("file %s: its chunks, in the order its chunk list gives, are other content: %w", fr.id.Short(), ErrCorrupt)
+				return 0, fr.bad
+			}
+		}
+	}
 	fr.off += int64(n)
 	if err == io.EOF && n > 0 {
 		err = nil

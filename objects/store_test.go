@@ -204,6 +204,62 @@ func TestFileReaderEmptyAndCorrupt(t *testing.T) {
 	}
 }
 
+// TestFileReaderReorderedChunks: a chunk list naming the file's own valid
+// chunks in another order passes every chunk's check; a read of the whole
+// file must still fail, however the caller reads, never give wrong data.
+func TestFileReaderReorderedChunks(t *testing.T) {
+	data := randBytes(13, 4*MaxChunk) // a multiple of 64 KiB: io.ReadFull's last read ends exactly at the end
+	m := &memLoader{}
+	id := m.store(t, data)
+	refs := append([]ChunkRef(nil), m.files[id]...)
+	if len(refs) < 2 {
+		t.Fatalf("want a multi-chunk file, got %d chunks", len(refs))
+	}
+	good := refs
+	bad := append([]ChunkRef(nil), refs...)
+	bad[0], bad[1] = bad[1], bad[0]
+	for _, tc := range []struct {
+		name string
+		read func(fr *FileReader) error
+	}{
+		{"ReadAll", func(fr *FileReader) error { _, err := io.ReadAll(fr); return err }},
+		{"ReadFull of the size", func(fr *FileReader) error { _, err := io.ReadFull(fr, make([]byte, len(data))); return err }},
+		{"ReadFull in 64 KiB pieces", func(fr *FileReader) error {
+			buf := make([]byte, 64<<10)
+			for {
+				_, err := io.ReadFull(fr, buf)
+				if err == io.EOF {
+					return nil
+				}
+				if err != nil && err != io.ErrUnexpectedEOF {
+					return err
+				}
+			}
+		}},
+		{"Copy", func(fr *FileReader) error { _, err := io.Copy(io.Discard, fr); return err }},
+	} {
+		for _, list := range [][]ChunkRef{good, bad} {
+			m.files[id] = list
+			fr, err := NewFileReader(m, id, int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tc.read(fr)
+			if reordered := &list[0] == &bad[0]; reordered && !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s of a reordered chunk list: %v, want ErrCorrupt", tc.name, err)
+			} else if !reordered && err != nil {
+				t.Errorf("%s of the sound file: %v", tc.name, err)
+			}
+		}
+	}
+	// Random access verifies the chunks it touches only (a mount's reads).
+	m.files[id] = bad
+	fr, _ := NewFileReader(m, id, int64(len(data)))
+	if _, err := fr.ReadAt(make([]byte, 10), 0); err != nil {
+		t.Fatalf("ReadAt: %v", err)
+	}
+}
+
 func TestCompress(t *testing.T) {
 	text := []byte(strings.Repeat("all work and no play makes jack a dull boy\n", 500))
 	tests := []struct {

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"database/sql"
 	"fmt"
 	"strings"
 
@@ -299,7 +300,102 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 		}
 		rows.Close()
 	}
+	say("checking worktrees")
+	if err := r.fsckUpper(bad, hasFile, treeOK, chunkSize, contentSize); err != nil {
+		return nil, fmt.Errorf("fsck: %w", err)
+	}
 	return res, nil
+}
+
+// fsckUpper checks the upper layers of live and interrupted worktrees:
+// what they name must be stored, or 'art commit' of the pending work
+// fails (and gc refuses to run) with nothing said before.
+func (r *Repo) fsckUpper(bad func(kind, id, format string, args ...any), hasFile func(objects.ID) bool,
+	treeOK map[objects.ID]bool, chunkSize map[objects.ID]int64, contentSize func(objects.ID) int64) error {
+	// Rows of no worktree, and any other broken foreign key.
+	rows, err := r.DB.Query(`PRAGMA foreign_key_check`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var table, parent string
+		var rowid sql.NullInt64
+		var fk int
+		if err := rows.Scan(&table, &rowid, &parent, &fk); err != nil {
+			rows.Close()
+			return err
+		}
+		bad("database", table, "a row names a missing %s row", parent)
+	}
+	rows.Close()
+	rows, err = r.DB.Query(`SELECT wt, ino, type, base, base_size FROM upper_inodes WHERE base IS NOT NULL`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var wt, ino, baseSize int64
+		var typ int
+		var b []byte
+		if err := rows.Scan(&wt, &ino, &typ, &b, &baseSize); err != nil {
+			rows.Close()
+			return err
+		}
+		where := fmt.Sprintf("%d", wt)
+		id, err := objects.FromBytes(b)
+		switch {
+		case err != nil:
+			bad("worktree", where, "inode %d: malformed base id %x", ino, b)
+		case objects.Type(typ) == objects.TypeDir:
+			if !treeOK[id] {
+				bad("worktree", where, "inode %d: base tree %s missing or damaged", ino, id)
+			}
+		case !hasFile(id):
+			bad("worktree", where, "inode %d: base content %s missing or damaged", ino, id)
+		case baseSize < 0 || baseSize > contentSize(id):
+			bad("worktree", where, "inode %d: base size %d, its content %s holds %d bytes", ino, baseSize, id.Short(), contentSize(id))
+		}
+	}
+	rows.Close()
+	rows, err = r.DB.Query(`SELECT wt, ino, idx, chunk FROM upper_blocks`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var wt, ino, idx int64
+		var b []byte
+		if err := rows.Scan(&wt, &ino, &idx, &b); err != nil {
+			rows.Close()
+			return err
+		}
+		id, err := objects.FromBytes(b)
+		if err != nil {
+			bad("worktree", fmt.Sprint(wt), "inode %d block %d: malformed chunk id %x", ino, idx, b)
+		} else if _, ok := chunkSize[id]; !ok {
+			bad("worktree", fmt.Sprint(wt), "inode %d block %d: chunk %s missing or damaged", ino, idx, id)
+		}
+	}
+	rows.Close()
+	// An entry of a live directory naming an upper inode that has no row:
+	// the name would vanish from the mount and from the commit. (0 is a
+	// whiteout; entries of a directory without a row are garbage the
+	// overlay skips.)
+	rows, err = r.DB.Query(`SELECT d.wt, d.dir, d.name, d.ino FROM upper_dirents d
+		JOIN upper_inodes p ON p.wt=d.wt AND p.ino=d.dir AND p.nlink > 0
+		WHERE d.ino != 0 AND NOT EXISTS (SELECT 1 FROM upper_inodes i WHERE i.wt=d.wt AND i.ino=d.ino)`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var wt, dir, ino int64
+		var name []byte
+		if err := rows.Scan(&wt, &dir, &name, &ino); err != nil {
+			rows.Close()
+			return err
+		}
+		bad("worktree", fmt.Sprint(wt), "directory inode %d: entry %s names inode %d, which has no row", dir, QuotePath(string(name)), ino)
+	}
+	rows.Close()
+	return rows.Err()
 }
 
 // unwrapRepo strips the "tree <id>: " prefix our loaders add, since fsck

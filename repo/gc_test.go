@@ -170,6 +170,10 @@ func TestFsckDetectsDamage(t *testing.T) {
 		{"commit flipped", target{"commit", "commits", "data", func(r *Repo, c objects.ID) objects.ID { return c }}, "flip"},
 		{"chunk missing", target{"tree", "chunks", "", chunkOf("x\n")}, "delete"},
 		{"tree missing", target{"commit", "trees", "", func(r *Repo, c objects.ID) objects.ID { cm, _ := r.LoadCommit(c); return cm.Tree }}, "delete"},
+		// Valid chunks of the right sizes in another order: only the
+		// whole content's hash tells.
+		{"chunk list reordered", target{"file", "files", "chunks", func(*Repo, objects.ID) objects.ID { return objects.Hash(big) }}, "swap"},
+		{"tree size field wrong", target{"tree", "trees", "size", func(r *Repo, c objects.ID) objects.ID { return wsTreeIDr(r, c) }}, "size"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,6 +198,21 @@ func TestFsckDetectsDamage(t *testing.T) {
 				if _, err := r.DB.Exec(`DELETE FROM `+tc.table+` WHERE id=?`, id[:]); err != nil {
 					t.Fatal(err)
 				}
+			case "swap":
+				var list []byte
+				r.DB.QueryRow(`SELECT chunks FROM files WHERE id=?`, id[:]).Scan(&list)
+				refs, err := objects.DecodeChunkList(list)
+				if err != nil || len(refs) < 2 {
+					t.Fatalf("chunk list of %d: %v", len(refs), err)
+				}
+				refs[0], refs[1] = refs[1], refs[0]
+				if _, err := r.DB.Exec(`UPDATE files SET chunks=? WHERE id=?`, objects.EncodeChunkList(refs), id[:]); err != nil {
+					t.Fatal(err)
+				}
+			case "size":
+				if _, err := r.DB.Exec(`UPDATE trees SET size=size+1 WHERE id=?`, id[:]); err != nil {
+					t.Fatal(err)
+				}
 			}
 			r = reopen(t, r)
 			fres, err := r.Fsck(nil)
@@ -210,7 +229,7 @@ func TestFsckDetectsDamage(t *testing.T) {
 				t.Fatalf("fsck did not name %s %s; problems: %v", tc.kind, id.Short(), fres.Problems)
 			}
 			// Reading the damaged object is an error, never wrong data.
-			if tc.op == "flip" {
+			if tc.op != "delete" {
 				var err error
 				switch tc.table {
 				case "chunks":
@@ -314,5 +333,93 @@ func TestFsckChecksEntrySizes(t *testing.T) {
 	p := fsckProblems(t, r)
 	if !strings.Contains(p, tid.String()) || !strings.Contains(p, `entry "f": size 10, its content `+id.Short()+` holds 3 bytes`) {
 		t.Fatalf("fsck problems:\n%s", p)
+	}
+}
+
+// TestFsckChecksUpperLayer: what a worktree's upper layer names must be
+// stored; fsck said "no problems" while 'art commit' of the pending work
+// could only fail.
+func TestFsckChecksUpperLayer(t *testing.T) {
+	const (
+		fileIno = 5
+		dirIno  = 6
+		rootIno = 1
+	)
+	for _, tc := range []struct {
+		name   string
+		damage string // SQL run on the valid upper layer; ? is the worktree id
+		want   string
+	}{
+		{"valid", ``, ``},
+		{"block chunk deleted", `DELETE FROM chunks WHERE id=(SELECT chunk FROM upper_blocks WHERE wt=?)`, "inode 5 block 0: chunk"},
+		{"block names no chunk", `UPDATE upper_blocks SET chunk=zeroblob(32) WHERE wt=?`, "inode 5 block 0: chunk 0000"},
+		{"file base missing", `UPDATE upper_inodes SET base=zeroblob(32) WHERE wt=? AND ino=5`, "inode 5: base content 0000"},
+		{"base size too large", `UPDATE upper_inodes SET base_size=1000 WHERE wt=? AND ino=5`, "inode 5: base size 1000, its content"},
+		{"dir base missing", `UPDATE upper_inodes SET base=zeroblob(32) WHERE wt=? AND ino=6`, "inode 6: base tree 0000"},
+		{"entry without inode", `DELETE FROM upper_inodes WHERE wt=? AND ino=5`, "directory inode 1: entry f names inode 5, which has no row"},
+		{"rows of no worktree", `PRAGMA foreign_keys=OFF; DELETE FROM worktrees WHERE id=?; PRAGMA foreign_keys=ON`, "a row names a missing worktrees row"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "lower content\n", "d/x": "x\n"})
+			c := push(t, r, ws, "").Commit
+			w, _, err := r.CreateWorktree("main", "mount", "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm, _ := r.LoadCommit(c)
+			wsEnt, _, _ := r.Lookup(cm.Tree, []string{"ws"})
+			a, _, _ := r.Lookup(cm.Tree, []string{"ws", "a"})
+			tx, _ := r.Begin()
+			chunk, _, err := tx.PutFile(strings.NewReader("upper data"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A copied-up file over lower content with one written block,
+			// a directory over a lower tree, and the root naming both.
+			for _, q := range []struct {
+				sql  string
+				args []any
+			}{
+				{`INSERT INTO upper_inodes(wt, ino, type, mode, nlink, size, mtime, ctime, atime, base, base_size) VALUES(?,?,?,?,?,?,0,0,0,?,?)`,
+					[]any{w.ID, rootIno, objects.TypeDir, 0o755, 3, 0, cm.Tree[:], 0}},
+				{`INSERT INTO upper_inodes(wt, ino, type, mode, nlink, size, mtime, ctime, atime, base, base_size) VALUES(?,?,?,?,?,?,0,0,0,?,?)`,
+					[]any{w.ID, fileIno, objects.TypeFile, 0o644, 1, 70000, a.ID[:], int64(a.Size)}},
+				{`INSERT INTO upper_inodes(wt, ino, type, mode, nlink, size, mtime, ctime, atime, base, base_size) VALUES(?,?,?,?,?,?,0,0,0,?,?)`,
+					[]any{w.ID, dirIno, objects.TypeDir, 0o755, 2, 0, wsEnt.ID[:], 0}},
+				{`INSERT INTO upper_blocks(wt, ino, idx, chunk) VALUES(?, ?, 0, ?)`, []any{w.ID, fileIno, chunk[:]}},
+				{`INSERT INTO upper_dirents(wt, dir, name, ino) VALUES(?, ?, 'f', ?)`, []any{w.ID, rootIno, fileIno}},
+				{`INSERT INTO upper_dirents(wt, dir, name, ino) VALUES(?, ?, 'g', ?)`, []any{w.ID, rootIno, dirIno}},
+				{`INSERT INTO upper_dirents(wt, dir, name, ino) VALUES(?, ?, 'gone', 0)`, []any{w.ID, rootIno}},
+			} {
+				if _, err := tx.Exec(q.sql, q.args...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if tc.damage != "" {
+				conn, err := r.DB.Conn(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, stmt := range strings.Split(tc.damage, "; ") {
+					var args []any
+					if strings.Contains(stmt, "?") {
+						args = []any{w.ID}
+					}
+					if _, err := conn.ExecContext(context.Background(), stmt, args...); err != nil {
+						t.Fatal(err)
+					}
+				}
+				conn.Close()
+			}
+			p := fsckProblems(t, r)
+			if tc.want == "" && p != "" || tc.want != "" && !strings.Contains(p, tc.want) {
+				t.Fatalf("fsck problems:\n%s\nwant %q", p, tc.want)
+			}
+		})
 	}
 }

@@ -120,6 +120,9 @@ func (r *Repo) loadTree(q querier, id objects.ID, cache bool) (*objects.Tree, er
 	if err != nil {
 		return nil, fmt.Errorf("tree %s: %w", id, err)
 	}
+	if len(raw) != size {
+		return nil, fmt.Errorf("tree %s: %w: %d bytes, the size field says %d", id, objects.ErrCorrupt, len(raw), size)
+	}
 	if objects.Hash(raw) != id {
 		return nil, fmt.Errorf("tree %s: %w: content does not match its id", id, objects.ErrCorrupt)
 	}
