@@ -204,6 +204,7 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 
 	dbPath, derr := repo.Discover(g.db, dir)
 	if derr == nil {
+		g.repoPath = dbPath
 		if err := checkNotAgentOwned(o.user, dbPath, filepath.Dir(dbPath)); err != nil {
 			return runFail(err)
 		}

@@ -56,7 +56,8 @@ func usageErr(format string, args ...any) error {
 
 // globals are the options every command shares.
 type globals struct {
-	db     string
+	db       string
+	repoPath string // the repository opened, for the advice after an error
 	stdout io.Writer
 	stderr io.Writer
 	stdin  io.Reader
@@ -111,19 +112,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if errors.As(err, &ce) {
 		if ce.err != nil && ce.err.Error() != "" {
 			fmt.Fprintln(stderr, "art:", repo.EscapeControls(ce.err.Error()))
+			adviseOnRepoError(stderr, ce.err, g.repoPath)
 		}
 		return ce.code
 	}
 	fmt.Fprintln(stderr, "art:", repo.EscapeControls(err.Error()))
-	if repo.IsReadOnly(err) {
-		fmt.Fprintln(stderr, "art: the repository cannot be written by this user: check the permissions of the repository file and of its directory (which holds its -wal and -shm files)")
-	}
-	if repo.IsFull(err) {
-		// art gc, which the user reaches for to make room, needs some
-		// itself: it writes what it deletes to the repository's
-		// write-ahead log first.
-		fmt.Fprintln(stderr, "art: the filesystem holding the repository is full; what failed was not recorded. Free some space there (df -h on the repository's directory), then run the command again; art gc too needs a little room to run")
-	}
+	adviseOnRepoError(stderr, err, g.repoPath)
 	// cobra reports an unknown subcommand with a plain error.
 	if isFlagError(err) || strings.HasPrefix(err.Error(), "unknown command ") {
 		return exitUsage
@@ -246,10 +240,26 @@ func (g *globals) openRepo(workspace string) (*repo.Repo, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.repoPath = path
 	r, err := repo.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	g.cleanupStale(r)
 	return r, nil
+}
+
+// adviseOnRepoError adds the next step after an error SQLite gave for the
+// repository at path ("" if unknown): why it cannot be written, or that
+// its filesystem is full.
+func adviseOnRepoError(stderr io.Writer, err error, path string) {
+	if repo.IsReadOnly(err) {
+		fmt.Fprintln(stderr, "art:", repo.EscapeControls(repo.ReadOnlyAdvice(path)))
+	}
+	if repo.IsFull(err) {
+		// art gc, which the user reaches for to make room, needs some
+		// itself: it writes what it deletes to the repository's
+		// write-ahead log first.
+		fmt.Fprintln(stderr, "art: the filesystem holding the repository is full; what failed was not recorded. Free some space there (df -h on the repository's directory), then run the command again; art gc too needs a little room to run")
+	}
 }

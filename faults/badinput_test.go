@@ -8,9 +8,11 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/artproject/art/overlay"
@@ -403,4 +405,60 @@ func TestBadRevisions(t *testing.T) {
 		}
 	}
 	e.fsck("bad revisions")
+}
+
+// TestUnwritableRepository: a repository that cannot be written gets an
+// error that says why (a read-only mount, an immutable file), not a
+// permissions hint that sends the user the wrong way; reads still work
+// and nothing changes.
+func TestUnwritableRepository(t *testing.T) {
+	requireRoot(t)
+	requireSandbox(t)
+	for _, tc := range []struct {
+		name, want string
+		lock       func(t *testing.T, e *env)
+	}{
+		{"read-only mount", "is mounted read-only", func(t *testing.T, e *env) {
+			dir := filepath.Dir(e.db)
+			if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+			if err := syscall.Mount("", dir, "", syscall.MS_BIND|syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"immutable file", "is immutable or append-only", func(t *testing.T, e *env) {
+			if out, err := exec.Command("chattr", "+i", e.db).CombinedOutput(); err != nil {
+				t.Skipf("skipping: chattr +i on %s: %v %s (the filesystem has no such flag)", e.db, err, out)
+			}
+			t.Cleanup(func() { exec.Command("chattr", "-i", e.db).Run() })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			seedWorkspace(t, e)
+			os.WriteFile(filepath.Join(e.ws, "new"), []byte("x\n"), 0o644)
+			tc.lock(t, e)
+			before := fileDigest(e.db)
+			for _, c := range []struct {
+				code int
+				args []string
+			}{
+				{1, []string{"push", "-q", "-m", e.ws}},
+				{1, []string{"branch", "other"}},
+				{125, []string{"run", "-m", e.ws, "-i=false", "--", "true"}},
+			} {
+				r := e.art(c.args...)
+				stats.badInput("unwritable repository", 1)
+				if r.code != c.code || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "permissions") {
+					t.Errorf("want exit %d saying %q:\n%s", c.code, tc.want, r)
+				}
+			}
+			e.artOK("log", "--oneline")
+			if after := fileDigest(e.db); after != before {
+				t.Error("the repository changed")
+			}
+		})
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
 	"modernc.org/sqlite"
 )
 
@@ -129,6 +130,26 @@ func dsn(path string, readOnly bool) string {
 // repository the process may not write (SQLITE_READONLY).
 func IsReadOnly(err error) bool {
 	return isSQLite(err, sqliteReadOnly, "attempt to write a readonly database")
+}
+
+// ReadOnlyAdvice says why the repository at path (may be "": unknown)
+// cannot be written, for an error IsReadOnly accepts, and what to do.
+func ReadOnlyAdvice(path string) string {
+	if path != "" {
+		dir := filepath.Dir(path)
+		var st unix.Statfs_t
+		if unix.Statfs(dir, &st) == nil && st.Flags&unix.ST_RDONLY != 0 {
+			return fmt.Sprintf("the filesystem holding the repository (%s) is mounted read-only: remount it read-write, or name another repository with -d", dir)
+		}
+		for _, p := range []string{path, dir} {
+			var stx unix.Statx_t
+			const locked = unix.STATX_ATTR_IMMUTABLE | unix.STATX_ATTR_APPEND
+			if unix.Statx(unix.AT_FDCWD, p, 0, 0, &stx) == nil && stx.Attributes&stx.Attributes_mask&locked != 0 {
+				return fmt.Sprintf("%s is immutable or append-only (lsattr -d %s): clear that with chattr -i -a, or name another repository with -d", p, p)
+			}
+		}
+	}
+	return "the repository cannot be written by this user: check the permissions of the repository file and of its directory (which holds its -wal and -shm files)"
 }
 
 // IsFull reports whether err comes from SQLite finding the repository's
