@@ -58,9 +58,9 @@ func usageErr(format string, args ...any) error {
 type globals struct {
 	db       string
 	repoPath string // the repository opened, for the advice after an error
-	stdout io.Writer
-	stderr io.Writer
-	stdin  io.Reader
+	stdout   io.Writer
+	stderr   io.Writer
+	stdin    io.Reader
 }
 
 // Execute runs the command tree and exits with its status.
