@@ -30,6 +30,9 @@ import (
 //     safeGitConfig, and an executable file or symbolic link created or
 //     made executable in hooks/ (or a link in place of hooks/), under a
 //     name git may run (no dot: git init's *.sample files are executable);
+//   - in a git directory, a file written into the state of an interrupted
+//     rebase, am, cherry-pick or revert (rebase-merge/, rebase-apply/,
+//     sequencer/): git rebase --continue runs the to-do list's exec lines;
 //   - a .git file or link (it sends git to another directory), unless a
 //     file that leads to a git directory inside the workspace, which is
 //     checked itself (git submodule add writes one); core.worktree, in
@@ -292,6 +295,22 @@ func (p *puller) checkGitRisk(gitDir bool, n, kid *pullNode) error {
 				return err
 			}
 		}
+	case gitDir && isName(e.Name, gitStateDirs...):
+		// An interrupted rebase's to-do list may hold exec lines, which
+		// git rebase --continue runs (an agent's one ran as the user who
+		// continued it); it is never the host's own unless pushed.
+		if e.Type == objects.TypeDir {
+			kid.gitState = true
+		} else if kid.op == opWrite && !p.asPushed(kid.rel, e) {
+			why = "a link in place of git's state of an interrupted rebase or cherry-pick"
+		}
+	case n.gitState:
+		if e.Type == objects.TypeDir {
+			kid.gitState = true
+		}
+		if kid.op == opWrite && !p.asPushed(kid.rel, e) {
+			why = "the state of an interrupted git rebase or cherry-pick, whose to-do list git runs when it is continued (exec lines are commands on this host)"
+		}
 	case e.Type == objects.TypeDir && (gitDir && isName(e.Name, "hooks") || p.hooksDirs[kid.rel]):
 		kid.hooks = true
 	case n.hooks && e.Type != objects.TypeDir && !strings.Contains(e.Name, "."), gitDir && isName(e.Name, "hooks"), p.hooksDirs[kid.rel]:
@@ -339,6 +358,10 @@ func (r *Repo) GitRisks(commit objects.ID, ws string) ([]string, error) {
 	}
 	return p.gitRisks, nil
 }
+
+// gitStateDirs are where git keeps an interrupted rebase, am, cherry-pick
+// or revert, which a later git command continues from its to-do list.
+var gitStateDirs = []string{"rebase-merge", "rebase-apply", "sequencer"}
 
 // maxGitFile bounds the .git file read to find where it points.
 const maxGitFile = 4096

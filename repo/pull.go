@@ -58,8 +58,9 @@ type pullNode struct {
 	// changed the entry while the pull ran, which then leaves it alone.
 	wrote *unix.Stat_t
 	raced bool
-	// hooks is set on a git directory's hooks directory (gitexec.go).
-	hooks bool
+	// hooks is set on a git directory's hooks directory, gitState on the
+	// state directory of an interrupted rebase or cherry-pick (gitexec.go).
+	hooks, gitState bool
 }
 
 type puller struct {
