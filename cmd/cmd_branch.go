@@ -87,7 +87,7 @@ pointed at. Names follow git's check-ref-format rules.`,
 				cm, err := r.LoadCommit(b.Commit)
 				msg := ""
 				if err == nil {
-					msg = firstLine(cm.Message)
+					msg = termText(g.stdout)(firstLine(cm.Message))
 				}
 				fmt.Fprintf(g.stdout, "%s%s %s %s\n", mark, name, pal.yellow(b.Commit.Short()), msg)
 			}

@@ -113,10 +113,7 @@ func printPatches(g *globals, r *repo.Repo, changes []repo.Change, pal palette) 
 	// Content lines are the agent's bytes: on a terminal their control
 	// characters are shown, not obeyed (git's pager, less, does the same).
 	// Piped, they stay as they are, so that the patch applies.
-	show := func(s string) string { return s }
-	if isTerminal(g.stdout) {
-		show = visibleControls
-	}
+	show := termText(g.stdout)
 	for _, change := range changes {
 		for _, ch := range change.Sides() {
 			p, err := d.MakePatch(ch)
@@ -237,7 +234,9 @@ func plural(n int, one, many string) string {
 // but tab as ^X (ESC as ^[), DEL as ^?, C1 controls as <U+009B>, and bytes
 // that are not UTF-8 as <9B>. An agent's file or link target holding
 // "\x1b]0;...\x07" or an OSC 52 clipboard write reached the terminal
-// through art diff.
+// through art diff. Bidirectional overrides and isolates (U+202E) are
+// shown as <U+202E> too: they make a line display in another order than
+// it reads ("Trojan Source").
 func visibleControls(s string) string {
 	clean := true
 	for i := 0; i < len(s); i++ {
@@ -262,7 +261,7 @@ func visibleControls(s string) string {
 			b.WriteByte(byte(r) + 0x40)
 		case r == 0x7f:
 			b.WriteString("^?")
-		case r >= 0x80 && r <= 0x9f:
+		case r >= 0x80 && r <= 0x9f, isBidiControl(r):
 			fmt.Fprintf(&b, "<U+%04X>", r)
 		default:
 			b.WriteString(s[i : i+size])
@@ -270,4 +269,11 @@ func visibleControls(s string) string {
 		i += size
 	}
 	return b.String()
+}
+
+// isBidiControl reports whether r reorders the text around it: the
+// embeddings and overrides U+202A–U+202E, the isolates U+2066–U+2069,
+// and the marks U+200E, U+200F and U+061C.
+func isBidiControl(r rune) bool {
+	return r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x200e || r == 0x200f || r == 0x061c
 }

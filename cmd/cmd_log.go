@@ -102,13 +102,14 @@ mount) and how many paths it added, modified and deleted.`,
 				return writeJSON(g.stdout, out)
 			}
 			pal := palette{colorOn(g.stdout)}
+			text := termText(g.stdout)
 			for i, e := range entries {
 				refs := ""
 				if d := deco[e.ID]; len(d) > 0 {
 					refs = " " + pal.yellow("("+strings.Join(d, ", ")+")")
 				}
 				if oneline {
-					fmt.Fprintf(g.stdout, "%s%s %s\n", pal.yellow(e.ID.Short()), refs, firstLine(e.Commit.Message))
+					fmt.Fprintf(g.stdout, "%s%s %s\n", pal.yellow(e.ID.Short()), refs, text(firstLine(e.Commit.Message)))
 					continue
 				}
 				if i > 0 {
@@ -136,7 +137,10 @@ func printCommitHeader(g *globals, r *repo.Repo, c *objects.Commit) {
 		}
 		fmt.Fprintf(g.stdout, "Merge:   %s\n", strings.Join(ps, " "))
 	}
-	fmt.Fprintf(g.stdout, "Author:  %s\n", c.Author)
+	// The message may be an agent's (-M from an orchestrator, or the
+	// session's argv): on a terminal its controls are shown, not obeyed.
+	text := termText(g.stdout)
+	fmt.Fprintf(g.stdout, "Author:  %s\n", text(c.Author))
 	fmt.Fprintf(g.stdout, "Date:    %s\n", fmtTime(c.Time))
 	if s := sessionSummary(c.Session); s != "" {
 		fmt.Fprintf(g.stdout, "Session: %s\n", s)
@@ -148,6 +152,6 @@ func printCommitHeader(g *globals, r *repo.Repo, c *objects.Commit) {
 	}
 	fmt.Fprintln(g.stdout)
 	for _, l := range strings.Split(strings.TrimRight(c.Message, "\n"), "\n") {
-		fmt.Fprintf(g.stdout, "    %s\n", l)
+		fmt.Fprintf(g.stdout, "    %s\n", text(l))
 	}
 }

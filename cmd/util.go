@@ -22,6 +22,16 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
+// termText returns how text an agent may have written (a commit message,
+// an argv) is printed to w: with its controls shown (visibleControls) on
+// a terminal, as it is otherwise.
+func termText(w io.Writer) func(string) string {
+	if isTerminal(w) {
+		return visibleControls
+	}
+	return func(s string) string { return s }
+}
+
 // colorOn reports whether to colour output: a terminal and no NO_COLOR.
 func colorOn(w io.Writer) bool {
 	_, noColor := os.LookupEnv("NO_COLOR")
