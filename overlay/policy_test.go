@@ -342,6 +342,9 @@ func TestReservedNamesRefused(t *testing.T) {
 		{".art", true, []string{".art2", "art"}},
 		{".ART", true, nil}, // .art on a case-insensitive host
 		{".aRt", true, nil},
+		// exFAT drops trailing dots, Windows shares dots and spaces.
+		{".art.", true, []string{".art.x", "art.", ". art"}},
+		{".Art .", true, nil},
 		{".art-pull-tmp-1-ab", false, []string{".art-pull-tmp", ".art-pull-tmp-x-ab", ".art-pull-tmp-1-"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,12 +18,21 @@ const (
 // IsDirName reports whether name is DirName in any case: on a
 // case-insensitive workspace (a CIFS share, exFAT, an ext4 casefold
 // directory) .ART is .art, and an agent's .ART/config/binds.json, pulled,
-// was the host's.
-func IsDirName(name string) bool { return strings.EqualFold(name, DirName) }
+// was the host's. Trailing dots and spaces do not count either: exFAT
+// drops trailing dots and Windows shares drop both, so there ".art." is
+// .art.
+func IsDirName(name string) bool { return sameReservedName(name, DirName) }
 
 // isIgnoreFile reports whether rel, workspace-relative, is the workspace's
-// IgnoreName, in any case (see IsDirName).
-func isIgnoreFile(rel string) bool { return strings.EqualFold(rel, IgnoreName) }
+// IgnoreName, in any case and with any trailing dots or spaces (see
+// IsDirName).
+func isIgnoreFile(rel string) bool { return sameReservedName(rel, IgnoreName) }
+
+// sameReservedName reports whether name is reserved, a name some
+// filesystem the workspace may be on takes as it.
+func sameReservedName(name, reserved string) bool {
+	return strings.EqualFold(strings.TrimRight(name, ". "), reserved)
+}
 
 // Discover finds the repository file: the explicit path if given, else
 // $ART_DB, else .art/art.db in startDir or the nearest parent holding one.

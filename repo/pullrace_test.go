@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -382,6 +383,14 @@ func TestDotArtLinkNeverStoredOrWritten(t *testing.T) {
 // a commit holding them (an agent's, made on a case-sensitive mount) had
 // pull write the host's binds.json, unchecked, and a new ignore file.
 func TestPullCaseVariantsOfReservedNames(t *testing.T) {
+	// exFAT drops trailing dots, Windows shares dots and spaces: there
+	// .art. is .art too.
+	for _, names := range [][2]string{{".ART", ".ARTIGNORE"}, {".art.", ".artignore. "}} {
+		t.Run(names[0], func(t *testing.T) { testPullVariantsOfReservedNames(t, names[0], names[1]) })
+	}
+}
+
+func testPullVariantsOfReservedNames(t *testing.T, dirName, ignoreName string) {
 	r := newTestRepo(t)
 	ws := newWorkspace(t, "ws")
 	writeFiles(t, ws, map[string]string{"f": "f\n", ".artignore": "*.log\n"})
@@ -411,9 +420,10 @@ func TestPullCaseVariantsOfReservedNames(t *testing.T) {
 	wsTree, _ := r.LoadTree(wsEntry.ID)
 	config := tree(objects.Entry{Name: "binds.json", Type: objects.TypeFile, Mode: 0o644, ID: binds, Size: uint64(len(bindsJSON))})
 	entries := append([]objects.Entry{
-		{Name: ".ART", Type: objects.TypeDir, Mode: 0o755, ID: tree(objects.Entry{Name: "config", Type: objects.TypeDir, Mode: 0o755, ID: config})},
-		{Name: ".ARTIGNORE", Type: objects.TypeFile, Mode: 0o644, ID: ignore, Size: 1},
+		{Name: dirName, Type: objects.TypeDir, Mode: 0o755, ID: tree(objects.Entry{Name: "config", Type: objects.TypeDir, Mode: 0o755, ID: config})},
+		{Name: ignoreName, Type: objects.TypeFile, Mode: 0o644, ID: ignore, Size: 1},
 	}, wsTree.Entries...)
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
 	root := tree(objects.Entry{Name: "ws", Type: objects.TypeDir, Mode: 0o755, ID: tree(entries...)})
 	hostile, err := tx.PutCommit(&objects.Commit{Tree: root, Parents: []objects.ID{v}, Message: "hostile"})
 	if err != nil {
@@ -425,7 +435,7 @@ func TestPullCaseVariantsOfReservedNames(t *testing.T) {
 	before := snapshot(t, ws)
 	_, err = r.Pull(PullOptions{Dir: ws, Commit: hostile})
 	mustFail(t, err, ErrConflict)
-	if !strings.Contains(err.Error(), ".ARTIGNORE (added in the commit; it decides what push leaves out") {
+	if !strings.Contains(err.Error(), QuotePath(ignoreName)+" (added in the commit; it decides what push leaves out") {
 		t.Errorf("conflicts: %v", err)
 	}
 	if d := diffMaps(before, snapshot(t, ws)); d != "" {
@@ -434,8 +444,8 @@ func TestPullCaseVariantsOfReservedNames(t *testing.T) {
 	if _, err := r.Pull(PullOptions{Dir: ws, Commit: hostile, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Lstat(filepath.Join(ws, ".ART")); err == nil {
-		t.Fatal("pull wrote .ART")
+	if _, err := os.Lstat(filepath.Join(ws, dirName)); err == nil {
+		t.Fatalf("pull wrote %s", dirName)
 	}
 }
 
