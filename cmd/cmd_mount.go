@@ -89,13 +89,13 @@ the agent's home the same way.`,
 			logger := log.New(g.stderr, "", log.LstdFlags)
 			ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, ReadOnly: ro, Owner: overlay.Owner{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}})
 			if err != nil {
-				r.SetWorktreeState(wt, repo.StateInterrupted)
+				r.AbandonWorktree(wt)
 				return err
 			}
 			srv, err := fuse.Mount(mp, ofs, fuse.Options{AllowOther: os.Geteuid() == 0, Debug: debug, Log: logger})
 			if err != nil {
 				ofs.Close()
-				r.SetWorktreeState(wt, repo.StateInterrupted)
+				r.AbandonWorktree(wt)
 				return fmt.Errorf("mount %s: %w", mp, err)
 			}
 			// Handle the signals before saying they are handled: a SIGTERM
@@ -255,7 +255,9 @@ func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg, branch str
 	}
 	defer func() {
 		if err != nil {
-			r.SetWorktreeState(wt, repo.StateInterrupted) // still ours: left as it was
+			// Still ours: left as it was, with no owner (this process
+			// goes on, and must not find the branch in use by itself).
+			r.ReleaseWorktree(wt)
 		}
 	}()
 	ofs, err := overlay.Open(r, wt, overlay.Options{Log: log.New(g.stderr, "", log.LstdFlags)})

@@ -473,18 +473,21 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	}
 	if resumed {
 		fmt.Fprintf(g.stderr, "art: continuing interrupted worktree #%d on %s with its pending changes\n", wt.ID, branch)
-		r.DB.Exec(`UPDATE worktrees SET session=? WHERE id=?`, string(sessJSON), wt.ID)
 	}
+	// The command may never run: the worktree goes back then, a resumed
+	// one with its pending work (deleting it lost an interrupted mount's
+	// work when the sandbox failed to start).
+	abandon := func() { r.AbandonWorktree(wt) }
 	logger := log.New(g.stderr, "art: ", 0)
 	ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, Policy: ofsPolicy, Owner: overlay.Owner{UID: uint32(uid), GID: uint32(gid)}})
 	if err != nil {
-		r.SetWorktreeState(wt, repo.StateInterrupted)
+		abandon()
 		return runFail(err)
 	}
 	if _, err := ofs.Lookup(overlay.RootIno, cfg.Workspace); err != nil {
 		if _, err := ofs.Mkdir(overlay.RootIno, cfg.Workspace, 0o755, nil); err != nil {
 			ofs.Close()
-			r.SetWorktreeState(wt, repo.StateInterrupted)
+			abandon()
 			return runFail(fmt.Errorf("create /home/agent/%s: %w", cfg.Workspace, err))
 		}
 		fmt.Fprintf(g.stderr, "art: warning: branch %s has no workspace %q; starting with an empty one (import the host's with 'art push -m %s')\n", branch, cfg.Workspace, dir)
@@ -492,7 +495,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	srv, err := fuse.Mount(mnt, ofs, fuse.Options{AllowOther: os.Geteuid() == 0, Log: logger})
 	if err != nil {
 		ofs.Close()
-		r.SetWorktreeState(wt, repo.StateInterrupted)
+		abandon()
 		return runFail(fmt.Errorf("mount the home: %w", err))
 	}
 	cfg.Home = mnt
@@ -525,16 +528,12 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		fmt.Fprintln(g.stderr, "art: warning: the home's connection was still held after the session ended (by a process left over from the sandbox?); it was aborted to record the session")
 	}
 	if runErr != nil {
-		// Nothing ran: keep the worktree's changes (none, usually) and say why.
+		// Nothing ran: say why.
 		if cerr := sandbox.CheckTools(); cerr != nil {
 			runErr = cerr
 		}
 		ofs.Close()
-		tx, terr := r.Begin()
-		if terr == nil {
-			tx.DeleteWorktree(wt)
-			tx.Commit()
-		}
+		abandon()
 		return runFail(runErr)
 	}
 	sess.End = res.End.UnixNano()
@@ -574,7 +573,12 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	}
 	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: true, Attach: attach})
 	if err != nil {
-		r.SetWorktreeState(wt, repo.StateInterrupted)
+		// Recorded later (art commit, or the next command): with how
+		// the session ended, not as "interrupted".
+		if js, jerr := json.Marshal(sess); jerr == nil {
+			r.SetWorktreeSession(wt, string(js))
+		}
+		r.ReleaseWorktree(wt)
 		return runFail(fmt.Errorf("record the session: %w (the changes stay in worktree #%d; 'art commit --worktree %d' records them)", err, wt.ID, wt.ID))
 	}
 	fmt.Fprintf(g.stderr, "art: session recorded as %s on %s (%s)\n", id.Short(), branch, sessionSummary(sess))

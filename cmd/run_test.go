@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/artproject/art/overlay"
+	"github.com/artproject/art/repo"
 )
 
 // TestRunExitStatus: art exits with the command's status, however it
@@ -806,5 +809,73 @@ func TestRunSignalDuringSetup(t *testing.T) {
 		if wts := r.status().Worktrees; len(wts) != 0 {
 			t.Fatalf("after %v: worktrees left: %+v", delay, wts)
 		}
+	}
+}
+
+// TestRunThatNeverStarts: when the sandbox cannot start, nothing ran, so
+// nothing is recorded and no worktree is left; a worktree the run resumed
+// (an interrupted mount's, with pending work) goes back as it was. Before,
+// the run deleted it, and the mount's work with it.
+func TestRunThatNeverStarts(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	fake := filepath.Join(r.base, "fakebin")
+	writeFiles(t, fake, map[string]string{"bwrap": "#!/bin/sh\necho 'bwrap: cannot start (a test)' >&2\nexit 1\n"})
+	os.Chmod(filepath.Join(fake, "bwrap"), 0o755)
+	env := artEnv("PATH=" + fake + ":" + os.Getenv("PATH"))
+	before := r.commitCount()
+
+	res := runArt(t, r.ws, env, nil, "run", "-i=false", "--", "true")
+	if res.code != 125 || !strings.Contains(res.stderr, "bwrap") {
+		t.Fatalf("art run with a bwrap that cannot start: %s", res)
+	}
+	r.checkNothingRecorded(before)
+	if wts := r.status().Worktrees; len(wts) != 0 {
+		t.Fatalf("worktrees left by a run that never started: %+v", wts)
+	}
+
+	// An interrupted mount of main with a pending file.
+	rp, err := repo.Open(r.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wt, _, err := rp.CreateWorktree("main", "mount", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ofs, err := overlay.Open(rp, wt, overlay.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := ofs.Lookup(overlay.RootIno, "WS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ofs.Create(dir.Ino, "mounted.txt", 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ofs.Write(f.Ino, []byte("the mount's work\n"), 0)
+	ofs.Flush(f.Ino)
+	ofs.Released(f.Ino)
+	if err := ofs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rp.DB.Exec(`UPDATE worktrees SET pid=0, pid_start=0 WHERE id=?`, wt.ID)
+	rp.Close()
+
+	res = runArt(t, r.ws, env, nil, "run", "-i=false", "--", "true")
+	if res.code != 125 || !strings.Contains(res.stderr, "continuing interrupted worktree") {
+		t.Fatalf("art run resuming, with a bwrap that cannot start: %s", res)
+	}
+	if n := r.commitCount(); n != before {
+		t.Errorf("commit count %d, want %d (nothing recorded)", n, before)
+	}
+	wts := r.status().Worktrees
+	if len(wts) != 1 || wts[0].ID != wt.ID || wts[0].State != "interrupted" || wts[0].Kind != "mount" || wts[0].Mountpoint != "" || wts[0].Pending == 0 {
+		t.Fatalf("the resumed worktree after the run that never started: %+v", wts)
+	}
+	r.mustArt("commit", "--worktree", strconv.FormatInt(wt.ID, 10))
+	if got := r.nameStatus("HEAD~1", "HEAD"); got["WS/mounted.txt"] != "A" {
+		t.Fatalf("the mount's work: %v", got)
 	}
 }

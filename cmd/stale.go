@@ -56,6 +56,12 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 func interruptedSession(wt *repo.Worktree) (*objects.Session, string) {
 	var s objects.Session
 	if wt.Session != "" && json.Unmarshal([]byte(wt.Session), &s) == nil {
+		if s.End > 0 && s.Status != "" {
+			// The session ended; only recording it failed (a full
+			// disk): it is recorded as it ended.
+			msg := "run: " + strings.Join(s.Argv, " ")
+			return &s, msg
+		}
 		s.Status = "interrupted"
 		msg := "interrupted session"
 		if len(s.Argv) > 0 {

@@ -32,6 +32,11 @@ type Worktree struct {
 	Session    string // JSON of the session being recorded (argv, start...)
 	Pending    int    // upper-layer entries not yet committed
 	Created    int64
+
+	// What a resumed worktree was before CreateWorktree took it, which
+	// AbandonWorktree restores.
+	prevKind, prevSession, prevMountpoint string
+	resumed                               bool
 }
 
 // ErrNoWorktree is returned for unknown worktree ids.
@@ -129,11 +134,17 @@ func (r *Repo) CreateWorktree(branch, kind, mountpoint, session string) (*Worktr
 		// The check above and this claim are one write transaction, as
 		// ClaimWorktree's.
 		w := existing[0]
-		if _, err := tx.Exec(`UPDATE worktrees SET pid=?, pid_start=?, mountpoint=?, state=?, kind=?, updated=? WHERE id=?`,
-			pid, start, mountpoint, StateLive, kind, now, w.ID); err != nil {
+		w.prevKind, w.prevSession, w.prevMountpoint, w.resumed = w.Kind, w.Session, w.Mountpoint, true
+		if session == "" {
+			session = w.Session // a mount records none of its own
+		}
+		// The session record is this session's: if art dies in it, the
+		// recovery records what was pending with it.
+		if _, err := tx.Exec(`UPDATE worktrees SET pid=?, pid_start=?, mountpoint=?, state=?, kind=?, session=?, updated=? WHERE id=?`,
+			pid, start, mountpoint, StateLive, kind, session, now, w.ID); err != nil {
 			return nil, false, err
 		}
-		w.Pid, w.PidStart, w.Mountpoint, w.State, w.Kind = pid, start, mountpoint, StateLive, kind
+		w.Pid, w.PidStart, w.Mountpoint, w.State, w.Kind, w.Session = pid, start, mountpoint, StateLive, kind, session
 		return w, true, tx.Commit()
 	}
 	tip, err := tx.BranchTip(branch)
@@ -188,6 +199,64 @@ var ErrWorktreeTaken = errors.New("worktree taken over by another art command")
 // the next command recorded the live session under it).
 func (r *Repo) SetWorktreeState(w *Worktree, state string) error {
 	_, err := r.DB.Exec(`UPDATE worktrees SET state=?, updated=? WHERE id=? AND pid=? AND pid_start=?`, state, time.Now().UnixNano(), w.ID, w.Pid, w.PidStart)
+	return err
+}
+
+// ReleaseWorktree hands back w, which this process owns and could not
+// record: it becomes interrupted with no owner, its pending changes kept.
+// Marking it interrupted alone left this process's pid on it, so the rest
+// of the command (an art run after the stale cleanup failed to record a
+// worktree on a full disk) found its own branch in use, by itself.
+func (r *Repo) ReleaseWorktree(w *Worktree) error {
+	kind, session := w.Kind, w.Session
+	res, err := r.DB.Exec(`UPDATE worktrees SET pid=0, pid_start=0, state=?, kind=?, session=?, updated=? WHERE id=? AND pid=? AND pid_start=?`,
+		StateInterrupted, kind, session, time.Now().UnixNano(), w.ID, w.Pid, w.PidStart)
+	if err != nil {
+		return fmt.Errorf("release worktree #%d: %w", w.ID, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("%w: worktree #%d is no longer this process's", ErrWorktreeTaken, w.ID)
+	}
+	w.Pid, w.PidStart, w.State, w.Kind, w.Session = 0, 0, StateInterrupted, kind, session
+	return nil
+}
+
+// AbandonWorktree gives back w, which CreateWorktree gave this process,
+// when the session never began (the overlay or the sandbox failed to
+// start): one made for it is deleted, as nothing ran in it (left
+// interrupted, it was later recorded as a session of a command that never
+// ran), and one resumed is released as it was, its pending work kept.
+func (r *Repo) AbandonWorktree(w *Worktree) error {
+	if w.resumed {
+		// As it was: its kind decides whether the next command records
+		// it as an interrupted run, and its session record how.
+		w.Kind, w.Session = w.prevKind, w.prevSession
+		if err := r.ReleaseWorktree(w); err != nil {
+			return err
+		}
+		_, err := r.DB.Exec(`UPDATE worktrees SET mountpoint=? WHERE id=? AND pid=0`, w.prevMountpoint, w.ID)
+		w.Mountpoint = w.prevMountpoint
+		return err
+	}
+	tx, err := r.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := tx.DeleteWorktree(w); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// SetWorktreeSession replaces the session record of w, which this process
+// owns: a session that ended but could not be recorded keeps how it ended
+// for the recovery that records it later.
+func (r *Repo) SetWorktreeSession(w *Worktree, session string) error {
+	_, err := r.DB.Exec(`UPDATE worktrees SET session=?, updated=? WHERE id=? AND pid=? AND pid_start=?`, session, time.Now().UnixNano(), w.ID, w.Pid, w.PidStart)
+	if err == nil {
+		w.Session = session
+	}
 	return err
 }
 

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/artproject/art/objects"
 )
 
 // deadPid returns the pid of a process that has exited and been reaped.
@@ -120,4 +122,97 @@ func TestWorktreeClaims(t *testing.T) {
 			t.Errorf("a session on the branch of a live worktree: %v, want ErrBranchInUse", err)
 		}
 	})
+}
+
+// A recovery that fails (a full disk) releases its claim: the worktree is
+// interrupted with no owner, and the same process (the command the stale
+// cleanup ran in) can resume it. Before, the row kept the process's pid:
+// art run found its branch in use by itself, art status showed it live.
+// A session that never began gives its worktree back: a new one deleted,
+// a resumed one as it was, its pending work kept.
+func TestReleaseAndAbandonWorktree(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a.txt": "a"})
+	push(t, r, ws, "one")
+	pending := func(w *Worktree) {
+		t.Helper()
+		if _, err := r.DB.Exec(`INSERT INTO upper_dirents(wt, dir, name, ino) VALUES(?, 1, 'gone', 0)`, w.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(id int64) *Worktree {
+		t.Helper()
+		wts, err := r.Worktrees()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range wts {
+			if w.ID == id {
+				return w
+			}
+		}
+		return nil
+	}
+
+	// An interrupted run, claimed by a recovery that then fails.
+	w, _, err := r.CreateWorktree("main", "run", "", `{"mode":"run","argv":["agent"]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending(w)
+	orphan(t, r, w)
+	if err := r.ClaimWorktree(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ReleaseWorktree(w); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(w.ID); got == nil || got.State != StateInterrupted || got.Pid != 0 || got.Pending == 0 {
+		t.Fatalf("after the release: %+v", got)
+	}
+	// The same process resumes it, as a mount: then abandons it.
+	m, resumed, err := r.CreateWorktree("main", "mount", "/mnt", "")
+	if err != nil || !resumed || m.ID != w.ID {
+		t.Fatalf("resume after the release: %+v %v %v", m, resumed, err)
+	}
+	if err := r.AbandonWorktree(m); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(w.ID); got == nil || got.State != StateInterrupted || got.Kind != "run" || got.Session != `{"mode":"run","argv":["agent"]}` || got.Pending == 0 {
+		t.Fatalf("after abandoning the resumed worktree: %+v", got)
+	}
+	// A releasing process that no longer owns it changes nothing.
+	stale := *get(w.ID)
+	stale.Pid, stale.PidStart = os.Getpid(), 1
+	if err := r.ReleaseWorktree(&stale); !errors.Is(err, ErrWorktreeTaken) {
+		t.Fatalf("release of a worktree not ours: %v", err)
+	}
+
+	// A new worktree abandoned is gone.
+	n, resumed, err := r.CreateWorktree("other", "run", "", "")
+	if err == nil || resumed {
+		t.Fatalf("worktree on a missing branch: %+v %v %v", n, resumed, err)
+	}
+	if err := r.CreateBranch("other", mustTip(t, r, "main")); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err = r.CreateWorktree("other", "run", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AbandonWorktree(n); err != nil {
+		t.Fatal(err)
+	}
+	if get(n.ID) != nil {
+		t.Fatal("a new worktree abandoned is still there")
+	}
+}
+
+func mustTip(t *testing.T, r *Repo, branch string) objects.ID {
+	t.Helper()
+	tip, err := r.BranchTip(branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tip
 }
