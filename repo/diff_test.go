@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/sergi/go-diff/diffmatchpatch"
+	"golang.org/x/sys/unix"
 
 	"github.com/artproject/art/objects"
 )
@@ -550,5 +552,102 @@ func TestDiffShowsDirectoriesAndXattrs(t *testing.T) {
 		if g := changeList(got); g != tc.want {
 			t.Errorf("paths %q: %q, want %q", tc.paths, g, tc.want)
 		}
+	}
+}
+
+// deepChain stores a commit whose workspace ws holds a chain of depth
+// directories with names of nameLen bytes, a file at the bottom, as an
+// agent builds it by moving directories below others.
+func deepChain(t *testing.T, r *Repo, depth, nameLen int) (objects.ID, string) {
+	t.Helper()
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	fid, _, err := tx.PutFile(strings.NewReader("bottom\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := tx.PutTree(&objects.Tree{Entries: []objects.Entry{{Name: "f", Type: objects.TypeFile, Mode: 0o644, ID: fid, Size: 7}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("d", nameLen)
+	for range depth {
+		if id, err = tx.PutTree(&objects.Tree{Entries: []objects.Entry{{Name: name, Type: objects.TypeDir, Mode: 0o755, ID: id}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := tx.PutTree(&objects.Tree{Entries: []objects.Entry{{Name: "ws", Type: objects.TypeDir, Mode: 0o755, ID: id}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tx.PutCommit(&objects.Commit{Tree: root, Time: 1, Message: "deep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return c, "ws/" + strings.Repeat(name+"/", depth) + "f"
+}
+
+// TestDeepChain: a chain of 3,000 directories with 200-byte names (a
+// 600 KB path). Diffing it (art log counts every commit's changes) took
+// memory growing with the square of the depth, 1.1 GB here; pull holds a
+// directory open per level and refuses paths beyond MaxPullPath before
+// writing anything, where it failed half written; one within it pulls.
+func TestDeepChain(t *testing.T) {
+	r := newTestRepo(t)
+	deep, leaf := deepChain(t, r, 3000, 200)
+	c, _ := r.LoadCommit(deep)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	changes, err := r.DiffTrees(objects.Zero, c.Tree, nil)
+	runtime.ReadMemStats(&after)
+	if err != nil || len(changes) != 1 || changes[0].Path != leaf {
+		t.Fatalf("diff of the chain: %d changes, %v", len(changes), err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 64<<20 {
+		t.Errorf("diff of a %d-byte path allocated %d MB", len(leaf), n>>20)
+	}
+	if a, m, d, err := r.ChangeCounts(c); err != nil || a != 1 || m != 0 || d != 0 {
+		t.Errorf("ChangeCounts = %d %d %d %v", a, m, d, err)
+	}
+
+	out := newWorkspace(t, "ws")
+	_, err = r.Pull(PullOptions{Dir: out, Commit: deep})
+	if err == nil || !strings.Contains(err.Error(), "a path longer than") || !strings.Contains(err.Error(), "nothing was written") {
+		t.Fatalf("pull of the chain: %v", err)
+	}
+	if ents, _ := os.ReadDir(out); len(ents) != 0 {
+		t.Fatalf("a refused pull wrote %d entries", len(ents))
+	}
+	if _, ok, _ := r.UnfinishedPull(out); ok {
+		t.Fatal("a refused pull left its marker")
+	}
+
+	// 60 levels: 12 KB, longer than one system call takes.
+	within, leaf := deepChain(t, r, 60, 200)
+	if _, err := r.Pull(PullOptions{Dir: out, Commit: within}); err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(strings.TrimPrefix(leaf, "ws/"), "/")
+	dfd, err := unix.Open(out, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range parts[:len(parts)-1] {
+		sub, err := unix.Openat(dfd, name, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(dfd)
+		if err != nil {
+			t.Fatalf("the pulled chain: %v", err)
+		}
+		dfd = sub
+	}
+	defer unix.Close(dfd)
+	if got := readAt(t, dfd, "f"); got != "bottom\n" {
+		t.Fatalf("the chain's file: %q", got)
 	}
 }

@@ -381,6 +381,13 @@ func (p *puller) conflict(rel, why string) {
 
 // plan decides, for one directory present in the stored tree, what happens
 // to each name in it, and records conflicts. It changes nothing.
+// MaxPullPath bounds the paths pull writes, twice the overlay's bound on
+// a path made in a session (overlay.MaxPathLen), which moving a directory
+// below another gets around. Pull holds a directory open per level and
+// each node its path: an agent's chain of 20,000 directories took 1.4 GB
+// and every descriptor, and failed half written.
+const MaxPullPath = 16 << 10
+
 func (p *puller) plan(n *pullNode) error {
 	t, err := p.r.LoadTree(n.stored.ID)
 	if err != nil {
@@ -392,6 +399,10 @@ func (p *puller) plan(n *pullNode) error {
 		e := &t.Entries[i]
 		names[e.Name] = true
 		rel := joinRel(n.rel, e.Name)
+		if len(rel) > MaxPullPath {
+			return fmt.Errorf("pull: %s…: a path longer than %d bytes (the commit nests directories that deep; a session can move a deep directory below another); nothing was written: look at it with 'art mount --ro', or remove it in a session",
+				QuotePath(rel[:120]), MaxPullPath)
+		}
 		if p.sc.excluded(rel, e.Type == objects.TypeDir) {
 			continue // never written: the host's own .art and ignored paths
 		}
