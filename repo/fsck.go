@@ -278,6 +278,9 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 	}
 	for _, b := range bs {
 		res.Refs++
+		if err := CheckBranchName(b.Name); err != nil {
+			bad("ref", QuotePath(b.Name), "%v", err)
+		}
 		if !commitOK[b.Commit] {
 			bad("ref", b.Name, "points at missing or damaged commit %s", b.Commit)
 		}

@@ -423,3 +423,21 @@ func TestFsckChecksUpperLayer(t *testing.T) {
 		})
 	}
 }
+
+// TestFsckChecksRefNames: a ref no art command could have made (one edited
+// in, or damaged) is a problem.
+func TestFsckChecksRefNames(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n"})
+	c := push(t, r, ws, "").Commit
+	if p := fsckProblems(t, r); p != "" {
+		t.Fatalf("fsck of a sound repository:\n%s", p)
+	}
+	if _, err := r.DB.Exec(`INSERT INTO refs(name, commit_id) VALUES('../evil', ?)`, c[:]); err != nil {
+		t.Fatal(err)
+	}
+	if p := fsckProblems(t, r); !strings.Contains(p, "ref ../evil: ") {
+		t.Fatalf("fsck problems:\n%s", p)
+	}
+}
