@@ -885,3 +885,43 @@ func TestUnflushedDataBoundedAcrossFiles(t *testing.T) {
 		}
 	}
 }
+
+// A chunk the applier has just stored stays in memory while a putChunk of
+// the same content is on its way to a block (pinned): that block's record
+// must carry the data again, since a gc may free the stored copy before
+// the record is applied. The applier dropped it, pins or not.
+func TestApplyKeepsAPinnedChunk(t *testing.T) {
+	_, _, fs := newWorktreeFS(t)
+	defer fs.Close()
+	entered, release := make(chan struct{}, 100), make(chan struct{})
+	fs.p.mu.Lock()
+	fs.p.beforeApply = func() error { entered <- struct{}{}; <-release; return nil }
+	fs.p.mu.Unlock()
+	a, err := fs.Create(RootIno, "a", 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := randomBytes(BlockSize)
+	if _, err := fs.Write(a.Ino, data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Flush(a.Ino); err != nil { // a record carries the chunk
+		t.Fatal(err)
+	}
+	fs.Released(a.Ino)
+	<-entered // the applier holds that record
+	id := fs.p.putChunk(data, false)
+	close(release)
+	if err := fs.p.drain(); err != nil {
+		t.Fatal(err)
+	}
+	fs.p.mu.Lock()
+	c := fs.p.chunks[id]
+	if c != nil {
+		c.pins-- // as storedBlock would
+	}
+	fs.p.mu.Unlock()
+	if c == nil {
+		t.Fatal("the applier dropped a chunk a block is about to name")
+	}
+}

@@ -591,8 +591,11 @@ func (p *persister) apply() {
 			c.refs--
 			if c.refs <= 0 {
 				// Stored now; drop it unless a block still names it
-				// without a journaled record (it would be re-added).
-				if cur, ok := p.chunks[id]; ok && cur == c && !p.chunkStillDirty(id) {
+				// without a journaled record (it would be re-added), or
+				// a putChunk of the same content is on its way to one
+				// (pins): its record must carry the data again, as gc
+				// may free the stored copy before it is applied.
+				if cur, ok := p.chunks[id]; ok && cur == c && c.pins <= 0 && !p.chunkStillDirty(id) {
 					delete(p.chunks, id)
 					p.held.Add(-c.memSize())
 				}
