@@ -1512,3 +1512,54 @@ func TestOwnership(t *testing.T) {
 	}
 	check("committed", want)
 }
+
+// A name another process keeps replacing by rename (an atomic config
+// write, a build replacing a tool) always opens, to the old file or the
+// new: about one open in thirty failed with ENOENT, the kernel having
+// looked up the file the rename then freed; a freed file now opens for
+// reading until the kernel forgets it. (Writer and readers are
+// other processes, as in a build: within this one the race hardly shows.
+// perl-base is part of every Debian system.)
+func TestOpenWhileRenamedOver(t *testing.T) {
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skipf("skipping: no perl to run the writer and readers (%v)", err)
+	}
+	m := newTestMount(t, setupCasesLower)
+	dir := m.WS("replaced")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "target"), []byte("version 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writer := exec.Command("perl", "-e", `for ($i = 1; ; $i++) { open(F, ">", "tmp") or die; print F "version $i\n"; close(F); rename("tmp", "target") or die }`)
+	writer.Dir = dir
+	if err := writer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Wait()
+	defer writer.Process.Kill()
+	const opens = 5000
+	reader := fmt.Sprintf(`for (1..%d) { if (open(F, "<", "target")) { $l = <F>; print "TORN\n" unless $l =~ /^version \d+$/; close(F) } else { print "FAIL $!\n" } }`, opens)
+	var outs [2]bytes.Buffer
+	var readers sync.WaitGroup
+	for k := range outs {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			c := exec.Command("perl", "-e", reader)
+			c.Dir, c.Stdout = dir, &outs[k]
+			if err := c.Run(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	readers.Wait()
+	out := outs[0].String() + outs[1].String()
+	if n := strings.Count(out, "FAIL"); n > 0 {
+		t.Errorf("%d of %d opens of a name always there failed: %.200s", n, 2*opens, out)
+	}
+	if n := strings.Count(out, "TORN"); n > 0 {
+		t.Errorf("%d reads saw a partial file", n)
+	}
+}

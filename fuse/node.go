@@ -333,12 +333,11 @@ func (n *Node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *gofu
 func (n *Node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.s.guard("open", &errno, time.Now())
 	write := flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC) != 0
-	if err := n.s.ofs.CheckOpen(n.ino(), write); err != nil {
-		return nil, 0, overlay.Errno(err)
-	}
 	// O_TRUNC arrives as a separate setattr: go-fuse does not negotiate
 	// FUSE_ATOMIC_O_TRUNC.
-	n.s.ofs.Opened(n.ino())
+	if err := n.s.ofs.Open(n.ino(), write); err != nil {
+		return nil, 0, overlay.Errno(err)
+	}
 	openFlags := uint32(gofuse.FOPEN_KEEP_CACHE)
 	if !write {
 		// A read-only handle has nothing to store at close (writers' data

@@ -46,6 +46,8 @@ func (fs *FS) Released(ino uint64) {
 		fs.maybeFree(n)
 		if !n.upper {
 			delete(fs.inodes, ino)
+		} else if n.deleted && ino&lowerBit == 0 && fs.inodes[ino] == n {
+			fs.bury(n) // freed before, reopened (Open)
 		}
 	}
 }
@@ -799,6 +801,25 @@ func aclMode(v []byte) (mode uint32, minimal bool, err error) {
 // CheckOpen applies the path policy to an open: view-only content cannot
 // be opened, read-only content not for writing (or truncating).
 func (fs *FS) CheckOpen(ino uint64, write bool) error {
+	return fs.open(ino, write, false)
+}
+
+// Open checks an open as CheckOpen does and counts it (Opened), at once:
+// a node whose last name goes between the two is not freed under the new
+// handle.
+//
+// The kernel may open a node freed since it looked its name up: another
+// process renamed a new file over it (a build replacing a tool, a config
+// written atomically). On a local disk that open gets the old file; here
+// about one in thirty failed with ENOENT. A freed file still names its
+// content until the kernel forgets it, so an open for reading gets the
+// old file too; any other open of a freed node gives ESTALE, on which the
+// kernel looks the name up again and opens what is there now.
+func (fs *FS) Open(ino uint64, write bool) error {
+	return fs.open(ino, write, true)
+}
+
+func (fs *FS) open(ino uint64, write, count bool) error {
 	if write {
 		// A read-only mount refuses the open itself, as a read-only
 		// filesystem does, not only the first write.
@@ -806,17 +827,56 @@ func (fs *FS) CheckOpen(ino uint64, write bool) error {
 			return err
 		}
 	}
-	n, err := fs.node(ino)
-	if err != nil {
-		return err
+	// ns held for reading: maybeFree, which frees a node, holds it for
+	// writing; a freed node is reopened under the write lock.
+	fs.ns.RLock()
+	n := fs.inodes[ino]
+	if n == nil && fs.dead[ino] != nil && count && !write {
+		fs.ns.RUnlock()
+		return fs.reopen(ino)
+	}
+	defer fs.ns.RUnlock()
+	if n == nil {
+		return errStale
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
+	case n.deleted && n.opens == 0 && (write || !count || n.typ != objects.TypeFile):
+		return errStale
 	case n.perm <= policy.View && n.typ != objects.TypeDir:
 		return errAccess
 	case write && n.perm < policy.Write:
 		return errAccess
 	}
+	if count {
+		n.opens++
+	}
+	return nil
+}
+
+// reopen opens for reading a file made in this session and freed since
+// the kernel looked it up (Open): back among the nodes, open, until its
+// release buries it again.
+func (fs *FS) reopen(ino uint64) error {
+	fs.ns.Lock()
+	defer fs.ns.Unlock()
+	n := fs.dead[ino]
+	if n == nil {
+		if n = fs.inodes[ino]; n == nil || !n.deleted {
+			return errStale // forgotten meanwhile, or never freed
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.typ != objects.TypeFile {
+		return errStale
+	}
+	if n.perm <= policy.View {
+		return errAccess
+	}
+	delete(fs.dead, ino)
+	fs.inodes[ino] = n
+	n.opens++
 	return nil
 }

@@ -174,10 +174,12 @@ type FS struct {
 
 	ns     sync.RWMutex
 	inodes map[uint64]*inode
-	// dead holds the attributes of nodes made in this session and freed
-	// (maybeFree) until the kernel forgets them (Forget): a process may
-	// still stat one through a descriptor or its working directory.
-	dead    map[uint64]Attr
+	// dead holds the nodes made in this session and freed (maybeFree)
+	// until the kernel forgets them (Forget), trimmed to their attributes
+	// and the names of their content: a process may still stat one
+	// through a descriptor or its working directory, and open one the
+	// kernel looked up just before a rename over it freed it (Open).
+	dead    map[uint64]*inode
 	nextIno uint64
 	// xattrMem is the size of the xattrs of the nodes in memory
 	// (MaxXattrTotal).
@@ -202,6 +204,7 @@ var (
 	errAccess   = syscall.EACCES
 	errPerm     = syscall.EPERM
 	errNameLong = syscall.ENAMETOOLONG
+	errStale    = syscall.ESTALE
 )
 
 // Open loads a worktree's upper layer over its base commit.
@@ -213,7 +216,7 @@ func Open(r *repo.Repo, wt *repo.Worktree, opts Options) (*FS, error) {
 	if opts.Log == nil {
 		opts.Log = log.Default()
 	}
-	fs := &FS{r: r, wt: wt, opts: opts, root: c.Tree, inodes: map[uint64]*inode{}, dead: map[uint64]Attr{}, maxSize: fileSizeLimit(r.Path)}
+	fs := &FS{r: r, wt: wt, opts: opts, root: c.Tree, inodes: map[uint64]*inode{}, dead: map[uint64]*inode{}, maxSize: fileSizeLimit(r.Path)}
 	now := time.Now().UnixNano()
 	root := &inode{ino: RootIno, typ: objects.TypeDir, mode: 0o755, nlink: 2, lowerTree: c.Tree, mtime: now, ctime: now, atime: now, perm: policy.Write, uid: opts.Owner.UID, gid: opts.Owner.GID}
 	fs.inodes[RootIno] = root
