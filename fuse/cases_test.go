@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/artproject/art/objects"
 	"github.com/artproject/art/overlay"
 	"github.com/artproject/art/repo"
 )
@@ -1067,15 +1069,26 @@ func TestLargeReadsQuiet(t *testing.T) {
 
 // Times before 1970 with a nanosecond part read back as set (the second
 // was rounded toward zero and the nanoseconds went negative, which the
-// kernel clamped: -1.5 s read as -1 ns), live and after a remount.
+// kernel clamped: -1.5 s read as -1 ns), live and after a remount; times
+// after 2262 as the last time the overlay holds.
 func TestTimesBefore1970(t *testing.T) {
 	m := newTestMount(t, setupCasesLower)
 	p := m.WS("old")
 	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []int64{-1_500_000_000, -1, -3_000_000_000, 1_500_000_000} {
-		ts := unix.NsecToTimespec(ns)
+	// Past 2262 an int64 of nanoseconds ends: such a time reads back as
+	// the last one it holds, not wrapped round to before 1900.
+	const y2300, last = 10413792000, math.MaxInt64
+	for _, c := range []struct{ set, ns int64 }{
+		{-1_500_000_000, -1_500_000_000}, {-1, -1}, {-3_000_000_000, -3_000_000_000}, {1_500_000_000, 1_500_000_000},
+		{y2300, last}, {1 << 34, last},
+	} {
+		ts := unix.NsecToTimespec(c.set)
+		if c.set >= y2300 {
+			ts = unix.Timespec{Sec: c.set}
+		}
+		ns := c.ns
 		if err := unix.UtimesNanoAt(unix.AT_FDCWD, p, []unix.Timespec{ts, ts}, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -1087,7 +1100,7 @@ func TestTimesBefore1970(t *testing.T) {
 			if err := unix.Stat(p, &st); err != nil {
 				t.Fatal(err)
 			}
-			if got := st.Mtim.Nano(); got != ns {
+			if got := objects.TimeNs(st.Mtim.Sec, st.Mtim.Nsec); got != ns {
 				t.Errorf("%s: mtime %d read back as %d", when, ns, got)
 			}
 		}

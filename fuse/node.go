@@ -200,12 +200,14 @@ func (n *Node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		gofuse.FATTR_ATIME | gofuse.FATTR_MTIME | gofuse.FATTR_ATIME_NOW | gofuse.FATTR_MTIME_NOW | gofuse.FATTR_CTIME
 	s.KillSUIDGID = in.Valid&gofuse.FATTR_KILL_SUIDGID != 0 ||
 		in.Valid&attrFields == 0 && n.StableAttr().Mode&syscall.S_IFMT != syscall.S_IFDIR
+	// Clamped to what the overlay holds (objects.TimeNs): UnixNano wraps
+	// a time after 2262 round to before 1900.
 	if t, ok := in.GetATime(); ok {
-		v := t.UnixNano()
+		v := objects.TimeNs(t.Unix(), int64(t.Nanosecond()))
 		s.Atime = &v
 	}
 	if t, ok := in.GetMTime(); ok {
-		v := t.UnixNano()
+		v := objects.TimeNs(t.Unix(), int64(t.Nanosecond()))
 		s.Mtime = &v
 	}
 	a, err := n.s.ofs.Setattr(n.ino(), s)

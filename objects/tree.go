@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -57,7 +58,7 @@ type Entry struct {
 	Mode   uint32 // permission bits (PermMask)
 	ID     ID     // file: content id; dir: tree id; otherwise Zero
 	Size   uint64 // file: content length; symlink: len(Target); else 0
-	MTime  int64  // modification time, ns since the Unix epoch
+	MTime  int64  // modification time, ns since the Unix epoch (TimeNs)
 	Target string // symlink target, stored verbatim (never resolved)
 	Xattrs []Xattr
 }
@@ -255,4 +256,25 @@ func DecodeTree(data []byte) (*Tree, error) {
 		return nil, fmt.Errorf("decode tree: %w", ErrNotCanonical)
 	}
 	return t, nil
+}
+
+// TimeNs is a time of sec seconds and nsec nanoseconds since the Unix epoch
+// in nanoseconds, as trees and the overlay hold times, clamped to what an
+// int64 holds (1677-09-21 to 2262-04-11): a file dated 2300, which ext4
+// keeps, wrapped round to 1715.
+func TimeNs(sec, nsec int64) int64 {
+	const (
+		ns      = 1_000_000_000
+		maxSec  = math.MaxInt64 / ns // 9223372036, and 854775807 ns
+		maxNsec = math.MaxInt64 % ns
+		minSec  = math.MinInt64/ns - 1 // -9223372037, and 145224192 ns
+		minNsec = ns + math.MinInt64%ns
+	)
+	switch {
+	case sec > maxSec || sec == maxSec && nsec > maxNsec:
+		return math.MaxInt64
+	case sec < minSec || sec == minSec && nsec < minNsec:
+		return math.MinInt64
+	}
+	return sec*ns + nsec
 }

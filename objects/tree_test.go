@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -289,5 +290,27 @@ func TestLargeTrees(t *testing.T) {
 	}
 	if _, err := Decompress(data, EncZstd, MaxTreeSize+1); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a stored size past MaxTreeSize: %v", err)
+	}
+}
+
+func TestTimeNs(t *testing.T) {
+	for _, tc := range []struct {
+		sec, nsec, want int64
+	}{
+		{0, 0, 0},
+		{1, 5, 1_000_000_005},
+		{-2, 500_000_000, -1_500_000_000},
+		{9223372036, 854775807, math.MaxInt64},  // the last time an int64 holds
+		{9223372036, 854775808, math.MaxInt64},  // one past: clamped
+		{10413792000, 0, math.MaxInt64},         // 2300-01-01
+		{1 << 40, 0, math.MaxInt64},             // far future
+		{-9223372037, 145224192, math.MinInt64}, // the first time an int64 holds
+		{-9223372037, 145224191, math.MinInt64}, // one before: clamped
+		{-1 << 40, 0, math.MinInt64},            // far past
+		{-9223372036, 0, -9223372036_000000000}, // inside
+	} {
+		if got := TimeNs(tc.sec, tc.nsec); got != tc.want {
+			t.Errorf("TimeNs(%d, %d) = %d, want %d", tc.sec, tc.nsec, got, tc.want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"net"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/artproject/art/objects"
 )
@@ -555,5 +558,31 @@ func TestPushKeepsXattrsTheHostCannotShow(t *testing.T) {
 	}
 	if b, _, _ := r.Lookup(c3.Tree, []string{"ws", "d", "b"}); len(b.Xattrs) != 1 {
 		t.Errorf("d/b lost its xattrs: %+v", b)
+	}
+}
+
+// A host file dated after 2262 (ext4 keeps times to 2446) is stored with
+// the last time a tree holds, not wrapped round to 1815.
+func TestPushFarFutureTime(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"future": "x"})
+	ts := unix.Timespec{Sec: 13569465600} // 2400-01-01
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(ws, "future"), []unix.Timespec{ts, ts}, 0); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(ws, "future"), &st); err != nil || st.Mtim.Sec != ts.Sec {
+		t.Skipf("skipping: this filesystem does not keep a time in 2400 (%v)", err)
+	}
+	c := push(t, r, ws, "").Commit
+	cm, _ := r.LoadCommit(c)
+	e, _, err := r.Lookup(cm.Tree, []string{"ws", "future"})
+	if err != nil || e.MTime != math.MaxInt64 {
+		t.Fatalf("stored mtime %d, %v; want %d", e.MTime, err, int64(math.MaxInt64))
+	}
+	// Unchanged since: the next push stores no tree, only its commit.
+	if res := push(t, r, ws, ""); res.NewObjects > 1 {
+		t.Fatalf("a second push stored %d objects", res.NewObjects)
 	}
 }

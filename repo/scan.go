@@ -231,8 +231,8 @@ func entryFromStat(rel string, st *syscall.Stat_t) (*hostEntry, bool) {
 	e := &hostEntry{
 		rel:   rel,
 		mode:  st.Mode & objects.PermMask,
-		mtime: st.Mtim.Nano(),
-		ctime: st.Ctim.Nano(),
+		mtime: objects.TimeNs(st.Mtim.Sec, st.Mtim.Nsec),
+		ctime: objects.TimeNs(st.Ctim.Sec, st.Ctim.Nsec),
 		ino:   st.Ino,
 		typ:   statType(st.Mode),
 	}
