@@ -26,8 +26,11 @@ func newMountCmd(g *globals) *cobra.Command {
 		Long: `mount serves the latest commit of BRANCH (default: the current branch) at
 DIR, in the foreground. Writes go to the worktree's upper layer in the
 repository; Ctrl-C or SIGTERM unmounts and records what changed as a commit
-("mount session"). If art dies, the next art command removes the stale mount
-and 'art commit' records the pending changes. One live worktree per branch.
+("mount session"). While a process still uses DIR (a shell whose working
+directory is in it), art names it and records the session once it lets go;
+Ctrl-C again cuts it off. If art dies, the next art command removes the
+stale mount and 'art commit' records the pending changes. One live worktree
+per branch.
 
 The mount serves the commit as it is: when it holds what art pull would
 hold back as something git runs on this host (an agent's hooks,
@@ -107,11 +110,8 @@ the agent's home the same way.`,
 			case <-guard.ch:
 			case <-done:
 			}
+			endMount(g, srv, mp, guard.ch, done)
 			guard.record() // further signals wait for the commit
-			if err := srv.Unmount(); err != nil {
-				syscall.Unmount(mp, syscall.MNT_DETACH)
-			}
-			<-done
 			if ro {
 				ofs.Close()
 				tx, err := r.Begin()
@@ -143,6 +143,46 @@ the agent's home the same way.`,
 	c.Flags().BoolVar(&ro, "ro", false, "read-only view; nothing is recorded")
 	c.Flags().BoolVar(&debug, "debug", false, "log every FUSE request")
 	return c
+}
+
+// busyRetry is how often a mount still in use is unmounted again.
+const busyRetry = 250 * time.Millisecond
+
+// endMount unmounts mp and waits until its serving ends (done). A mount
+// still in use (a shell whose working directory is in it, an editor)
+// cannot be unmounted: art says by whom and tries again until they let go,
+// and a further signal cuts them off (their files fail from then on).
+// Before, art detached the mount and waited in silence, for as long as
+// they held it, and a further Ctrl-C said it was recording the session.
+func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal, done <-chan struct{}) {
+	err := srv.Unmount()
+	if err == nil {
+		<-done
+		return
+	}
+	who := strings.Join(fuse.Holders(mp, 5), ", ")
+	if who == "" {
+		who = "a process art cannot name"
+	}
+	fmt.Fprintf(g.stderr, "art: %s is still in use (%s); the session is recorded once it is let go, or press Ctrl-C again to cut it off\n", mp, repo.EscapeControls(who))
+	tick := time.NewTicker(busyRetry)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			if syscall.Unmount(mp, 0) == nil {
+				<-done
+				return
+			}
+		case <-signals:
+			fmt.Fprintf(g.stderr, "art: cutting %s off; what is written there from now on is not recorded\n", mp)
+			fuse.Abort(mp)
+			<-done
+			return
+		}
+	}
 }
 
 // maxGitRisksShown bounds the paths warnGitRisks lists.

@@ -791,6 +791,68 @@ func TestMountSIGTERMRightAfterTheMessage(t *testing.T) {
 	}
 }
 
+// TestMountBusyAtTheEnd: Ctrl-C or SIGTERM to art mount while a process
+// still holds the mount (a shell cd'd into it) says so, naming it, and
+// records the session once it lets go; a further signal cuts it off.
+// Before, art detached the mount and waited in silence for as long as the
+// holder lived, and a second Ctrl-C claimed it was recording.
+func TestMountBusyAtTheEnd(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	for _, end := range []string{"holder leaves", "second signal"} {
+		t.Run(end, func(t *testing.T) {
+			os.RemoveAll(mnt)
+			os.Mkdir(mnt, 0o755)
+			p := c.startMount("main", mnt)
+			f := filepath.Join(mnt, wsName, "busy-"+strings.ReplaceAll(end, " ", "-"))
+			if err := os.WriteFile(f, []byte("written before the end\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			holder := exec.Command("sleep", "60")
+			holder.Dir = filepath.Join(mnt, wsName)
+			if err := holder.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Process.Kill()
+			p.cmd.Process.Signal(syscall.SIGTERM)
+			said := fmt.Sprintf("is still in use (pid %d (sleep))", holder.Process.Pid)
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.stderr.String(), said); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("art did not say the mount is in use:\n%s", p.stderr)
+				}
+			}
+			select {
+			case <-p.done:
+				t.Fatalf("art mount ended while the mount was held:\n%s", p.stderr)
+			case <-time.After(500 * time.Millisecond):
+			}
+			if end == "holder leaves" {
+				holder.Process.Kill()
+				holder.Wait()
+			} else {
+				p.cmd.Process.Signal(syscall.SIGTERM)
+			}
+			p.wait(t)
+			if p.err != nil {
+				t.Fatalf("art mount: %v\n%s", p.err, p.stderr)
+			}
+			if mounted, _ := IsMountpoint(mnt); mounted {
+				t.Fatalf("%s still mounted", mnt)
+			}
+			if end == "second signal" && !strings.Contains(p.stderr.String(), "cutting "+mnt+" off") {
+				t.Errorf("no word of the cut:\n%s", p.stderr)
+			}
+			if strings.Contains(p.stderr.String(), "recording the session") {
+				t.Errorf("art claimed to record while it waited for the holder:\n%s", p.stderr)
+			}
+			r := artOK(t, c.tmp, "show", "-d", c.db, "--stat", "main")
+			if !strings.Contains(r.stdout, filepath.Base(f)) {
+				t.Errorf("the session's file is not in its commit:\n%s", r.stdout)
+			}
+		})
+	}
+}
+
 // TestMountWarnsOfWhatGitRuns: a commit holding what git would run on the
 // host, made by no push (a hook an earlier session wrote), is served live
 // by a mount, where git run by the user runs it; art mount says so, as
