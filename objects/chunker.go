@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync"
 )
 
 // Chunk size bounds of the content-defined chunker. They are part of the
@@ -60,6 +61,12 @@ const zeroCut = MaxChunk
 
 // zeros is a run of zero bytes to compare against.
 var zeros [MaxChunk]byte
+
+// ZeroChunk is the id of MaxChunk zero bytes, the chunk every run of zeros
+// in a file is cut into (zeroCut): where a stored file has one, it had a
+// hole, or zeros, which read the same. Computed on first use, not at
+// start-up.
+var ZeroChunk = sync.OnceValue(func() ID { return Hash(zeros[:]) })
 
 // IsZero reports whether b holds only zero bytes.
 func IsZero(b []byte) bool {

@@ -288,6 +288,18 @@ func TestZeroRunsCutAsHashed(t *testing.T) {
 	if got := boundary(make([]byte, MaxChunk)); got != zeroCut {
 		t.Errorf("the hash cuts MaxChunk zeros at %d, zeroCut says %d", got, zeroCut)
 	}
+	// A run of zeros inside data is stored as ZeroChunk chunks, which the
+	// overlay reports as holes.
+	d := append(append([]byte("head"), make([]byte, 4*MaxChunk)...), "tail"...)
+	zero := 0
+	for _, c := range splitAll(d) {
+		if Hash(c) == ZeroChunk() {
+			zero++
+		}
+	}
+	if zero != 3 {
+		t.Errorf("%d ZeroChunk chunks in a run of 4×MaxChunk zeros between data, want 3", zero)
+	}
 }
 
 func TestIsZero(t *testing.T) {

@@ -582,6 +582,7 @@ func (fs *FS) SeekData(ino uint64, off int64, hole bool) (int64, error) {
 	if off < 0 || off >= n.size {
 		return 0, syscall.ENXIO
 	}
+	runs := fs.baseZeroRuns(n)
 	isData := func(idx int64) bool {
 		if _, ok := n.dirty[idx]; ok {
 			return true
@@ -589,7 +590,8 @@ func (fs *FS) SeekData(ino uint64, off int64, hole bool) (int64, error) {
 		if _, ok := n.blocks[idx]; ok {
 			return true
 		}
-		return idx*BlockSize < n.baseSize
+		start := idx * BlockSize
+		return start < n.baseSize && !inZeroRun(runs, start, min(start+BlockSize, n.baseSize))
 	}
 	for idx := off / BlockSize; idx*BlockSize < n.size; idx++ {
 		if isData(idx) != hole {

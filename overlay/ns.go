@@ -67,6 +67,7 @@ func (fs *FS) child(d *inode, name string) (*inode, error) {
 		return fs.admit(d, name, n)
 	}
 	n := newLowerInode(d.ino, e, fs.opts.Owner)
+	fs.baseZeroRuns(n) // before its first stat: st_blocks counts holes
 	if n.typ == objects.TypeDir {
 		n.nlink = 2 + fs.subdirs(n)
 	}
