@@ -488,6 +488,69 @@ func TestOverlayCases(t *testing.T) {
 				}
 			})
 		}},
+		// fallocate's PUNCH_HOLE and ZERO_RANGE zero a range, in lower
+		// content and in what the session wrote, as ext4 and tmpfs do
+		// (they failed with EOPNOTSUPP); the modes Linux itself refuses
+		// without KEEP_SIZE, and those the overlay has not, fail so.
+		{"fallocate_modes", func(t *testing.T, m *testMount) {
+			p := m.WS("big")
+			want, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			fd := int(f.Fd())
+			zero := func(from, to int) { clear(want[from:to]) }
+			const keep = unix.FALLOC_FL_KEEP_SIZE
+			// A hole across lower blocks and the end of the file.
+			if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|keep, 70_000, 100_000); err != nil {
+				t.Fatalf("punch a hole: %v", err)
+			}
+			zero(70_000, 170_000)
+			if err := unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|keep, int64(len(want))-10, 100); err != nil {
+				t.Fatalf("punch a hole past the end: %v", err)
+			}
+			zero(len(want)-10, len(want))
+			// Written in the session, then zeroed.
+			if _, err := f.WriteAt([]byte("session data"), 5); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE|keep, 8, 3); err != nil {
+				t.Fatalf("zero a range: %v", err)
+			}
+			copy(want[5:], "ses\x00\x00\x00n data")
+			// ZERO_RANGE without KEEP_SIZE grows the file.
+			if err := unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE, int64(len(want))-4, 1000); err != nil {
+				t.Fatalf("zero a range past the end: %v", err)
+			}
+			zero(len(want)-4, len(want))
+			want = append(want, make([]byte, 996)...)
+			for _, mode := range []uint32{unix.FALLOC_FL_PUNCH_HOLE, unix.FALLOC_FL_COLLAPSE_RANGE, unix.FALLOC_FL_INSERT_RANGE} {
+				if err := unix.Fallocate(fd, mode, 0, 65536); errnoOf(err) != unix.EOPNOTSUPP {
+					t.Errorf("fallocate mode %#x: %v, want EOPNOTSUPP", mode, err)
+				}
+			}
+			f.Close()
+			for _, stage := range []string{"live", "remounted", "committed"} {
+				switch stage {
+				case "remounted":
+					m.Remount()
+				case "committed":
+					m.Commit("fallocate")
+				}
+				if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+					i := 0
+					for i < min(len(got), len(want)) && got[i] == want[i] {
+						i++
+					}
+					t.Errorf("%s: content differs from byte %d (%d bytes, want %d): %v", stage, i, len(got), len(want), err)
+				}
+			}
+		}},
 		{"sparse_file", func(t *testing.T, m *testMount) {
 			p := m.WS("sparse")
 			f, err := os.Create(p)

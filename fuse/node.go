@@ -537,11 +537,19 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (_ uint64
 
 func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) (errno syscall.Errno) {
 	defer h.s.guard("fallocate", &errno, time.Now())
-	const keepSize = 1
-	if mode&^keepSize != 0 {
-		return syscall.EOPNOTSUPP
+	keep := mode&unix.FALLOC_FL_KEEP_SIZE != 0
+	switch mode &^ unix.FALLOC_FL_KEEP_SIZE {
+	case 0:
+		return overlay.Errno(h.s.ofs.Allocate(h.ino, int64(off), int64(size), keep))
+	case unix.FALLOC_FL_PUNCH_HOLE:
+		if !keep {
+			return syscall.EOPNOTSUPP // as Linux: a hole keeps the size
+		}
+		return overlay.Errno(h.s.ofs.ZeroRange(h.ino, int64(off), int64(size), true))
+	case unix.FALLOC_FL_ZERO_RANGE:
+		return overlay.Errno(h.s.ofs.ZeroRange(h.ino, int64(off), int64(size), keep))
 	}
-	return overlay.Errno(h.s.ofs.Allocate(h.ino, int64(off), int64(size), mode&keepSize != 0))
+	return syscall.EOPNOTSUPP // collapse, insert, unshare
 }
 
 // raiseReadAhead sets the kernel's read-ahead for the FUSE mount at dir to

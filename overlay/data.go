@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"math"
 	"sort"
 	"syscall"
 	"time"
@@ -570,6 +571,57 @@ func (fs *FS) Allocate(ino uint64, off, length int64, keepSize bool) error {
 	return nil
 }
 
+// ZeroRange implements fallocate's PUNCH_HOLE and ZERO_RANGE: [off,
+// off+length) reads as zeros after it, and without keepSize the file grows
+// to its end. Blocks that hold data get zeros written (a block of zeros
+// is one chunk, stored once); holes stay holes. Before, both modes failed
+// with EOPNOTSUPP and the data stayed.
+func (fs *FS) ZeroRange(ino uint64, off, length int64, keepSize bool) error {
+	if off < 0 || length <= 0 || off > math.MaxInt64-length {
+		return errInval
+	}
+	end := off + length
+	n, err := fs.node(ino)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	size := n.size
+	n.mu.Unlock()
+	zeros := make([]byte, BlockSize)
+	for pos := off; pos < min(end, size); {
+		next := min((pos/BlockSize+1)*BlockSize, end, size)
+		n.mu.Lock()
+		data := fs.holdsData(n, pos/BlockSize)
+		n.mu.Unlock()
+		if data {
+			if _, err := fs.Write(ino, zeros[:next-pos], pos); err != nil {
+				return err
+			}
+		}
+		pos = next
+	}
+	if !keepSize && end > size {
+		_, err := fs.Setattr(ino, SetAttr{Size: &end})
+		return err
+	}
+	return nil
+}
+
+// holdsData reports whether block idx of n may hold data (SEEK_DATA): it
+// was written, or it is lower content that is not a zero chunk; n.mu must
+// be held.
+func (fs *FS) holdsData(n *inode, idx int64) bool {
+	if _, ok := n.dirty[idx]; ok {
+		return true
+	}
+	if _, ok := n.blocks[idx]; ok {
+		return true
+	}
+	start := idx * BlockSize
+	return start < n.baseSize && !inZeroRun(fs.baseZeroRuns(n), start, min(start+BlockSize, n.baseSize))
+}
+
 // SeekData returns the next offset >= off holding data (SEEK_DATA) or a
 // hole (SEEK_HOLE). Unwritten ranges beyond the lower content are holes.
 func (fs *FS) SeekData(ino uint64, off int64, hole bool) (int64, error) {
@@ -582,19 +634,8 @@ func (fs *FS) SeekData(ino uint64, off int64, hole bool) (int64, error) {
 	if off < 0 || off >= n.size {
 		return 0, syscall.ENXIO
 	}
-	runs := fs.baseZeroRuns(n)
-	isData := func(idx int64) bool {
-		if _, ok := n.dirty[idx]; ok {
-			return true
-		}
-		if _, ok := n.blocks[idx]; ok {
-			return true
-		}
-		start := idx * BlockSize
-		return start < n.baseSize && !inZeroRun(runs, start, min(start+BlockSize, n.baseSize))
-	}
 	for idx := off / BlockSize; idx*BlockSize < n.size; idx++ {
-		if isData(idx) != hole {
+		if fs.holdsData(n, idx) != hole {
 			return max(off, idx*BlockSize), nil
 		}
 	}
