@@ -665,6 +665,10 @@ func TestCrashResume(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), "resuming interrupted worktree") {
 		t.Errorf("art mount did not say it resumes the interrupted worktree:\n%s", p.stderr)
 	}
+	// Its check of what git would run read the tip, not these changes.
+	if !strings.Contains(p.stderr.String(), "not checked for what git would run") {
+		t.Errorf("art mount did not say the resumed changes are unchecked:\n%s", p.stderr)
+	}
 	for rel, content := range want {
 		b, err := os.ReadFile(filepath.Join(mnt, wsName, rel))
 		if err != nil || string(b) != content {
