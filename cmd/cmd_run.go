@@ -557,25 +557,36 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		sess.Status = "exited"
 	}
 	var attach func(tx *repo.Tx) error
+	var traceLost error
 	if st != nil {
 		// The structured log is stored like any file, in the commit's
 		// own transaction: the commit names it, so no gc can come
 		// between. A log that cannot be stored costs only the log.
 		attach = func(tx *repo.Tx) error {
-			tid, err := storeTrace(tx, st)
-			if err != nil {
-				fmt.Fprintf(g.stderr, "art: warning: the syscall log was not stored: %s\n", repo.EscapeControls(err.Error()))
-			} else if tid != nil {
-				sess.TraceID = tid
-			}
-			return nil
+			tid, lost, err := attachTrace(tx, func(tx *repo.Tx) (*objects.ID, error) { return storeTrace(tx, st) })
+			traceLost = lost
+			sess.TraceID = tid
+			return err
 		}
 	}
 	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: true, Attach: attach})
 	if err != nil {
+		sess.TraceID = nil // rolled back with the commit
+	}
+	if err != nil && traceLost != nil {
+		// Storing the log ended the commit's transaction (a full disk):
+		// the session is recorded again, from its worktree, without it.
+		if ofs2, oerr := overlay.Open(r, wt, overlay.Options{Log: logger}); oerr == nil {
+			id, err = ofs2.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: true})
+		}
+	}
+	if traceLost != nil {
+		fmt.Fprintf(g.stderr, "art: warning: the syscall log was not stored: %s\n", repo.EscapeControls(traceLost.Error()))
+	}
+	if err != nil {
 		// Recorded later (art commit, or the next command): with how
 		// the session ended, not as "interrupted".
-		if js, jerr := json.Marshal(sess); jerr == nil {
+		if js, jerr := json.Marshal(pendingSession{Session: sess, Message: msg}); jerr == nil {
 			r.SetWorktreeSession(wt, string(js))
 		}
 		r.ReleaseWorktree(wt)

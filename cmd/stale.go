@@ -51,15 +51,29 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 	}
 }
 
+// pendingSession is a worktree's session record: the session as it began,
+// or, once it ended and could not be recorded, as it ended, with the
+// commit message it was to have (art run -M).
+type pendingSession struct {
+	*objects.Session
+	Message string `json:"art_message,omitempty"`
+}
+
 // interruptedSession rebuilds the session record of a worktree whose
 // process died, marked "interrupted".
 func interruptedSession(wt *repo.Worktree) (*objects.Session, string) {
-	var s objects.Session
-	if wt.Session != "" && json.Unmarshal([]byte(wt.Session), &s) == nil {
-		if s.End > 0 && s.Status != "" {
+	var p pendingSession
+	if wt.Session != "" && json.Unmarshal([]byte(wt.Session), &p) == nil && p.Session != nil {
+		s := *p.Session
+		if s.End > 0 && s.Status != "" && s.Mode == wt.Kind {
 			// The session ended; only recording it failed (a full
-			// disk): it is recorded as it ended.
-			msg := "run: " + strings.Join(s.Argv, " ")
+			// disk): it is recorded as it ended. (Not when another kind
+			// of session resumed the worktree since: an art mount
+			// keeps the record of the run it continued.)
+			msg := p.Message
+			if msg == "" {
+				msg = "run: " + strings.Join(s.Argv, " ")
+			}
 			return &s, msg
 		}
 		s.Status = "interrupted"

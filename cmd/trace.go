@@ -172,6 +172,30 @@ func (st *sessionTrace) close() {
 	}
 }
 
+// attachTrace stores the session's log in tx, the transaction of the
+// commit that names it, inside a savepoint: a log that cannot be stored
+// is given up alone (lost says why), unless storing it ended the whole
+// transaction (SQLite rolls back by itself on a full disk), which err
+// reports: the caller must then not go on with tx, whose later statements
+// would each commit on their own (a branch at a commit whose trees were
+// rolled back, the worktree deleted).
+func attachTrace(tx *repo.Tx, store func(*repo.Tx) (*objects.ID, error)) (id *objects.ID, lost, err error) {
+	if _, err := tx.Exec(`SAVEPOINT trace`); err != nil {
+		return nil, nil, fmt.Errorf("store the syscall log: %w", err)
+	}
+	id, lost = store(tx)
+	if lost != nil {
+		if _, err := tx.Exec(`ROLLBACK TO trace`); err != nil {
+			return nil, lost, fmt.Errorf("store the syscall log: %w (the transaction ended: %v)", lost, err)
+		}
+		id = nil
+	}
+	if _, err := tx.Exec(`RELEASE trace`); err != nil {
+		return nil, lost, fmt.Errorf("store the syscall log: %w", err)
+	}
+	return id, lost, nil
+}
+
 // storeTrace stores the session's JSON-lines log in tx, the transaction
 // of the commit that names it.
 func storeTrace(tx *repo.Tx, st *sessionTrace) (*objects.ID, error) {

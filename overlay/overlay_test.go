@@ -277,6 +277,60 @@ func TestCommitAttach(t *testing.T) {
 	}
 }
 
+// TestCommitAttachEndsTransaction: an Attach that fails after SQLite
+// rolled the transaction back by itself (a full disk) fails the commit
+// with nothing recorded and the worktree kept, and a new overlay of the
+// worktree then records it (art run does so without the session's log).
+func TestCommitAttachEndsTransaction(t *testing.T) {
+	e := newEnv(t, lower)
+	e.write("ws", "new", "kept across the failed commit")
+	tip, _ := e.r.BranchTip("main")
+	_, err := e.fs.Commit(overlay.CommitOptions{Message: "m", Attach: func(tx *repo.Tx) error {
+		var pages int64
+		if err := tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+2)); err != nil {
+			return err
+		}
+		big := make([]byte, 4<<20)
+		for i := range big {
+			big[i] = byte(i * 7919 >> 3)
+		}
+		_, _, err := tx.PutFile(bytes.NewReader(big))
+		if err == nil {
+			return errors.New("the full disk was not full")
+		}
+		return err
+	}})
+	e.fs = nil
+	if err == nil {
+		t.Fatal("a commit whose Attach failed was recorded")
+	}
+	e.r.DB.Exec(`PRAGMA max_page_count = 1073741823`)
+	if now, _ := e.r.BranchTip("main"); now != tip {
+		t.Fatalf("main moved to %s by a failed commit", now.Short())
+	}
+	if res, err := e.r.Fsck(nil); err != nil || len(res.Problems) > 0 {
+		t.Fatalf("fsck after the failed commit: %v %v", err, res.Problems)
+	}
+	e.open()
+	if got := e.read("ws/new"); got != "kept across the failed commit" {
+		t.Fatalf("the worktree after the failed commit: %q", got)
+	}
+	id, err := e.fs.Commit(overlay.CommitOptions{Message: "again"})
+	e.fs = nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now, _ := e.r.BranchTip("main"); now != id {
+		t.Fatalf("main at %s, want %s", now.Short(), id.Short())
+	}
+	if res, err := e.r.Fsck(nil); err != nil || len(res.Problems) > 0 {
+		t.Fatalf("fsck: %v %v", err, res.Problems)
+	}
+}
+
 // TestFoldAlongChangedPaths: a commit rewrites only the directories on the
 // path of a change; untouched subtrees keep their ids.
 func TestFoldAlongChangedPaths(t *testing.T) {
