@@ -47,8 +47,6 @@ func (fs *FS) Released(ino uint64) {
 		fs.maybeFree(n)
 		if !n.upper {
 			delete(fs.inodes, ino)
-		} else if n.deleted && ino&lowerBit == 0 && fs.inodes[ino] == n {
-			fs.bury(n) // freed before, reopened (Open)
 		}
 	}
 }
@@ -851,13 +849,14 @@ func (fs *FS) CheckOpen(ino uint64, write bool) error {
 // a node whose last name goes between the two is not freed under the new
 // handle.
 //
-// The kernel may open a node freed since it looked its name up: another
+// The kernel may open a file freed since it looked its name up: another
 // process renamed a new file over it (a build replacing a tool, a config
 // written atomically). On a local disk that open gets the old file; here
 // about one in thirty failed with ENOENT. A freed file still names its
-// content until the kernel forgets it, so an open for reading gets the
-// old file too; any other open of a freed node gives ESTALE, on which the
-// kernel looks the name up again and opens what is there now.
+// content until the kernel forgets it, so the open revives it as what it
+// would have been had the open come first: a file unlinked while open
+// (reopen). Any other freed node gives ESTALE, on which the kernel looks
+// the name up again.
 func (fs *FS) Open(ino uint64, write bool) error {
 	return fs.open(ino, write, true)
 }
@@ -871,26 +870,21 @@ func (fs *FS) open(ino uint64, write, count bool) error {
 		}
 	}
 	// ns held for reading: maybeFree, which frees a node, holds it for
-	// writing; a freed node is reopened under the write lock.
+	// writing; a freed node is revived under the write lock.
 	fs.ns.RLock()
 	n := fs.inodes[ino]
-	if n == nil && fs.dead[ino] != nil && count && !write {
+	if count && (n == nil && fs.dead[ino] != nil || n != nil && n.deleted) {
 		fs.ns.RUnlock()
-		return fs.reopen(ino)
+		return fs.reopen(ino, write)
 	}
 	defer fs.ns.RUnlock()
-	if n == nil {
+	if n == nil || n.deleted {
 		return errStale
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	switch {
-	case n.deleted && n.opens == 0 && (write || !count || n.typ != objects.TypeFile):
-		return errStale
-	case n.perm <= policy.View && n.typ != objects.TypeDir:
-		return errAccess
-	case write && n.perm < policy.Write:
-		return errAccess
+	if err := openPerm(n, write); err != nil {
+		return err
 	}
 	if count {
 		n.opens++
@@ -898,28 +892,56 @@ func (fs *FS) open(ino uint64, write, count bool) error {
 	return nil
 }
 
-// reopen opens for reading a file made in this session and freed since
-// the kernel looked it up (Open): back among the nodes, open, until its
-// release buries it again.
-func (fs *FS) reopen(ino uint64) error {
+// openPerm applies the path policy to an open of n; n.mu must be held.
+func openPerm(n *inode, write bool) error {
+	switch {
+	case n.perm <= policy.View && n.typ != objects.TypeDir:
+		return errAccess
+	case write && n.perm < policy.Write:
+		return errAccess
+	}
+	return nil
+}
+
+// reopen opens a freed file (Open): it is a file unlinked while open
+// again, its inode row and blocks journaled anew, so that art gc, which
+// reads the upper layer's rows, keeps its content while it is open, and
+// what is written through it persists until its release frees it again.
+// Its extended attributes went when it was freed.
+func (fs *FS) reopen(ino uint64, write bool) error {
 	fs.ns.Lock()
 	defer fs.ns.Unlock()
-	n := fs.dead[ino]
+	n := fs.inodes[ino]
 	if n == nil {
-		if n = fs.inodes[ino]; n == nil || !n.deleted {
-			return errStale // forgotten meanwhile, or never freed
-		}
+		n = fs.dead[ino]
+	}
+	if n == nil {
+		return errStale // forgotten meanwhile
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if !n.deleted { // revived meanwhile by another open
+		if err := openPerm(n, write); err != nil {
+			return err
+		}
+		n.opens++
+		return nil
+	}
 	if n.typ != objects.TypeFile {
 		return errStale
 	}
-	if n.perm <= policy.View {
-		return errAccess
+	if err := openPerm(n, write); err != nil {
+		return err
 	}
 	delete(fs.dead, ino)
 	fs.inodes[ino] = n
+	n.deleted = false
 	n.opens++
+	if n.upper {
+		fs.p.dirtyInodeLocked(n)
+		for idx, id := range n.blocks {
+			fs.p.dirtyBlock(ino, idx, id)
+		}
+	}
 	return nil
 }

@@ -925,3 +925,80 @@ func TestApplyKeepsAPinnedChunk(t *testing.T) {
 		t.Fatal("the applier dropped a chunk a block is about to name")
 	}
 }
+
+// A file freed by a rename over it, which the kernel then opens (it looked
+// the name up first), reads as the old file, also after art gc (which
+// keeps what the upper layer's rows name), and takes writes until its
+// release, as a file unlinked while open does.
+func TestFreedFileReopened(t *testing.T) {
+	r, _, fs := newWorktreeFS(t)
+	defer fs.Close()
+	settle := func() {
+		t.Helper()
+		if err := fs.p.sync(false, agentRoom); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.p.drain(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := randomBytes(3 * BlockSize)
+	a, err := fs.Create(RootIno, "tool", 0o755, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Write(a.Ino, old, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Flush(a.Ino); err != nil {
+		t.Fatal(err)
+	}
+	fs.Released(a.Ino)
+	b, err := fs.Create(RootIno, "tool.new", 0o755, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.Write(b.Ino, []byte("new tool"), 0)
+	fs.Flush(b.Ino)
+	fs.Released(b.Ino)
+	if err := fs.Rename(RootIno, "tool.new", RootIno, "tool", 0); err != nil {
+		t.Fatal(err)
+	}
+	settle() // the old tool's deletion is applied
+	if _, freed := fs.NodeCounts(); freed != 1 {
+		t.Fatalf("%d freed nodes, want the old tool", freed)
+	}
+	if err := fs.Open(a.Ino, true); err != nil {
+		t.Fatalf("open of the freed file as the kernel looked it up: %v", err)
+	}
+	settle() // its rows are back
+	if _, err := r.GC(r.WorktreeRoots); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(old))
+	if n, err := fs.Read(a.Ino, got, 0); err != nil || n != len(old) || !bytes.Equal(got, old) {
+		t.Fatalf("read of the reopened file after gc: %d bytes, %v", n, err)
+	}
+	if _, err := fs.Write(a.Ino, []byte("patched"), 0); err != nil {
+		t.Fatalf("write to the reopened file: %v", err)
+	}
+	settle()
+	if n, err := fs.Read(a.Ino, got[:7], 0); err != nil || n != 7 || string(got[:7]) != "patched" {
+		t.Fatalf("read back: %q, %v", got[:n], err)
+	}
+	fs.Released(a.Ino)
+	if _, freed := fs.NodeCounts(); freed != 1 {
+		t.Fatalf("%d freed nodes after the release, want it freed again", freed)
+	}
+	fs.Forget(a.Ino)
+	if _, freed := fs.NodeCounts(); freed != 0 {
+		t.Fatalf("%d freed nodes after the kernel forgot it", freed)
+	}
+	if err := fs.Open(a.Ino, false); !errors.Is(err, syscall.ESTALE) {
+		t.Fatalf("open of a forgotten node: %v, want ESTALE", err)
+	}
+	settle()
+	if res, err := r.Fsck(nil); err != nil || len(res.Problems) > 0 {
+		t.Fatalf("fsck: %v %v", err, res.Problems)
+	}
+}
