@@ -160,8 +160,18 @@ const busyRetry = 250 * time.Millisecond
 // Before, art detached the mount and waited in silence, for as long as
 // they held it, and a further Ctrl-C said it was recording the session.
 func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal, done <-chan struct{}) {
-	err := srv.Unmount()
+	err := srv.TryUnmount()
 	if err == nil {
+		<-done
+		return
+	}
+	if !errors.Is(err, syscall.EBUSY) {
+		// Not busy, failed all the same: as before this waited for
+		// nothing, unmount however it can.
+		fmt.Fprintf(g.stderr, "art: warning: %s\n", repo.EscapeControls(err.Error()))
+		if srv.Unmount() != nil {
+			fuse.Abort(mp)
+		}
 		<-done
 		return
 	}
@@ -177,11 +187,16 @@ func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal,
 		case <-done:
 			return
 		case <-tick.C:
-			if syscall.Unmount(mp, 0) == nil {
+			if srv.TryUnmount() == nil {
 				<-done
 				return
 			}
 		case <-signals:
+			if os.Geteuid() != 0 {
+				// Only root can end a FUSE connection from outside.
+				fmt.Fprintf(g.stderr, "art: cutting %s off needs root; the session is recorded once it is let go\n", mp)
+				continue
+			}
 			fmt.Fprintf(g.stderr, "art: cutting %s off; what is written there from now on is not recorded\n", mp)
 			fuse.Abort(mp)
 			<-done

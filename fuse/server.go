@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -34,7 +35,30 @@ type Server struct {
 	classic *gofuse.Server
 	ring    *ringServer // nil: every request comes through /dev/fuse
 	dir     string      // the mount point, for Unmount when art mounted it itself
+	mp      string      // the mount point, however it was mounted
 	dev     uint64      // the mount's device: its connection in /sys/fs/fuse/connections
+}
+
+// TryUnmount unmounts at once if nothing uses the mount, and fails with
+// EBUSY otherwise, waiting for nothing (Unmount retries, then aborts a
+// connection held elsewhere). Without root the mount is fusermount3's to
+// remove: umount2 would fail with EPERM whatever holds it.
+func (s *Server) TryUnmount() error {
+	if os.Geteuid() == 0 {
+		if err := syscall.Unmount(s.mp, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", s.mp, err)
+		}
+		return nil
+	}
+	out, err := exec.Command("fusermount3", "-u", s.mp).CombinedOutput()
+	if err != nil {
+		msg := strings.TrimSpace(string(out))
+		if strings.Contains(msg, "busy") {
+			return fmt.Errorf("unmount %s: %w (%s)", s.mp, syscall.EBUSY, msg)
+		}
+		return fmt.Errorf("unmount %s: %v: %s", s.mp, err, msg)
+	}
+	return nil
 }
 
 // Transport names how requests reach the server: "io_uring" or "/dev/fuse".
@@ -193,6 +217,9 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 		var classic *gofuse.Server
 		classic, err = fs.Mount(dir, root, opts)
 		srv = &Server{classic: classic}
+	}
+	if srv != nil {
+		srv.mp = dir
 	}
 	if err != nil {
 		return nil, err
