@@ -610,6 +610,20 @@ func TestOverlayCases(t *testing.T) {
 			check("committed", true)
 			m.Remount()
 			check("committed, remounted", true)
+			// Written to, the committed file is an upper node over the
+			// commit's content: loaded so after a remount, it counts
+			// the holes as well.
+			fw, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fw.WriteAt([]byte("y"), off)
+			fw.Close()
+			m.Remount()
+			var st unix.Stat_t
+			if err := unix.Stat(p, &st); err != nil || st.Blocks*512 > 1<<20 {
+				t.Errorf("written to, remounted: %d blocks allocated, %v", st.Blocks, err)
+			}
 		}},
 		{"fifo", func(t *testing.T, m *testMount) {
 			p := m.WS("fifo")

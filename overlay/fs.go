@@ -195,14 +195,16 @@ func (fs *FS) baseZeroRuns(n *inode) [][2]int64 {
 	if n.zeroOf == n.base {
 		return n.zeroRuns
 	}
-	if n.reader == nil {
-		fr, err := objects.OpenFile(fs.r, n.base)
-		if err != nil {
+	fr := n.reader
+	if fr == nil {
+		// Not kept: a large file stat'ed, never read, would hold its
+		// chunk list for the life of the mount.
+		var err error
+		if fr, err = objects.OpenFile(fs.r, n.base); err != nil {
 			return nil // as data; the read that needs it says why
 		}
-		n.reader = fr
 	}
-	refs, starts := n.reader.Chunks()
+	refs, starts := fr.Chunks()
 	zero := objects.ZeroChunk()
 	var runs [][2]int64
 	for i, r := range refs {

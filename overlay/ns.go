@@ -67,7 +67,6 @@ func (fs *FS) child(d *inode, name string) (*inode, error) {
 		return fs.admit(d, name, n)
 	}
 	n := newLowerInode(d.ino, e, fs.opts.Owner)
-	fs.baseZeroRuns(n) // before its first stat: st_blocks counts holes
 	if n.typ == objects.TypeDir {
 		n.nlink = 2 + fs.subdirs(n)
 	}
@@ -154,6 +153,7 @@ func (fs *FS) Lookup(dir uint64, name string) (Attr, error) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	fs.baseZeroRuns(n) // once per node: st_blocks counts its holes
 	return n.attr(), nil
 }
 
@@ -204,6 +204,7 @@ func (fs *FS) Getattr(ino uint64) (Attr, error) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	fs.baseZeroRuns(n) // once per node: st_blocks counts its holes
 	return n.attr(), nil
 }
 
