@@ -36,20 +36,9 @@ func TestVisibleControls(t *testing.T) {
 // (a window title, an OSC 52 clipboard write) are shown, not obeyed.
 // Piped, the patch keeps its bytes.
 func TestDiffOnTerminalShowsControls(t *testing.T) {
-	base := t.TempDir()
-	ws := filepath.Join(base, "ws")
+	ws := filepath.Join(t.TempDir(), "ws")
 	os.Mkdir(ws, 0o755)
-	run := func(stdout io.Writer, args ...string) {
-		t.Helper()
-		c := exec.Command(artBinary(t), args...)
-		c.Dir = ws
-		c.Env = append(artEnv(), "TERM=xterm")
-		var stderr bytes.Buffer
-		c.Stdout, c.Stderr = stdout, &stderr
-		if err := c.Run(); err != nil {
-			t.Fatalf("art %q: %v\n%s", args, err, stderr.String())
-		}
-	}
+	run := func(stdout io.Writer, args ...string) { t.Helper(); artTo(t, ws, stdout, args...) }
 	run(io.Discard, "init", "-m", ws)
 	os.WriteFile(filepath.Join(ws, "f.txt"), []byte("one\n"), 0o644)
 	run(io.Discard, "push", "-m", ws, "-q")
@@ -100,17 +89,7 @@ func onTerminal(t *testing.T, fn func(tty io.Writer)) *bytes.Buffer {
 func TestMessagesOnTerminalShowControls(t *testing.T) {
 	ws := filepath.Join(t.TempDir(), "ws")
 	os.Mkdir(ws, 0o755)
-	run := func(stdout io.Writer, args ...string) {
-		t.Helper()
-		c := exec.Command(artBinary(t), args...)
-		c.Dir = ws
-		c.Env = append(artEnv(), "TERM=xterm")
-		var stderr bytes.Buffer
-		c.Stdout, c.Stderr = stdout, &stderr
-		if err := c.Run(); err != nil {
-			t.Fatalf("art %q: %v\n%s", args, err, stderr.String())
-		}
-	}
+	run := func(stdout io.Writer, args ...string) { t.Helper(); artTo(t, ws, stdout, args...) }
 	const evil = "fix\x1b]0;PWNED\x07\x1b]52;c;ZXZpbA==\x07\r\x1b[2Kall tests pass \u202eexe.txt"
 	run(io.Discard, "init", "-m", ws)
 	os.WriteFile(filepath.Join(ws, "f"), []byte("x\n"), 0o644)
@@ -128,5 +107,19 @@ func TestMessagesOnTerminalShowControls(t *testing.T) {
 	run(&piped, "log")
 	if !strings.Contains(piped.String(), "    "+evil+"\n    second "+evil+"\n") {
 		t.Errorf("piped, the message lost its bytes:\n%q", piped.String())
+	}
+}
+
+// artTo runs art ARGS in ws with its output to stdout (a terminal, or a
+// buffer), failing the test if art fails.
+func artTo(t *testing.T, ws string, stdout io.Writer, args ...string) {
+	t.Helper()
+	c := exec.Command(artBinary(t), args...)
+	c.Dir = ws
+	c.Env = append(artEnv(), "TERM=xterm")
+	var stderr bytes.Buffer
+	c.Stdout, c.Stderr = stdout, &stderr
+	if err := c.Run(); err != nil {
+		t.Fatalf("art %q: %v\n%s", args, err, stderr.String())
 	}
 }

@@ -554,19 +554,27 @@ func (fs *FS) Allocate(ino uint64, off, length int64, keepSize bool) error {
 	if keepSize {
 		return nil
 	}
-	n, err := fs.node(ino)
+	size, err := fs.sizeOf(ino)
 	if err != nil {
 		return err
 	}
-	n.mu.Lock()
-	size := n.size
-	n.mu.Unlock()
 	if off+length > size {
 		s := off + length
 		_, err := fs.Setattr(ino, SetAttr{Size: &s})
 		return err
 	}
 	return nil
+}
+
+// sizeOf is the size of file ino.
+func (fs *FS) sizeOf(ino uint64) (int64, error) {
+	n, err := fs.node(ino)
+	if err != nil {
+		return 0, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.size, nil
 }
 
 // ZeroRange implements fallocate's PUNCH_HOLE and ZERO_RANGE: [off,
@@ -583,9 +591,10 @@ func (fs *FS) ZeroRange(ino uint64, off, length int64, keepSize bool) error {
 	if err != nil {
 		return err
 	}
-	n.mu.Lock()
-	size := n.size
-	n.mu.Unlock()
+	size, err := fs.sizeOf(ino)
+	if err != nil {
+		return err
+	}
 	zeros := make([]byte, BlockSize)
 	for pos := off; pos < min(end, size); {
 		next := min((pos/BlockSize+1)*BlockSize, end, size)

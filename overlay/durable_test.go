@@ -543,15 +543,7 @@ func TestUnnamedPendingChunksDropped(t *testing.T) {
 			}
 		}
 	}
-	settle := func() {
-		t.Helper()
-		if err := fs.p.sync(false, agentRoom); err != nil {
-			t.Fatal(err)
-		}
-		if err := fs.p.drain(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	settle := func() { t.Helper(); settle(t, fs) }
 	readBack := func(ino uint64, want []byte, what string) {
 		t.Helper()
 		got := make([]byte, len(want))
@@ -933,15 +925,7 @@ func TestApplyKeepsAPinnedChunk(t *testing.T) {
 func TestFreedFileReopened(t *testing.T) {
 	r, _, fs := newWorktreeFS(t)
 	defer fs.Close()
-	settle := func() {
-		t.Helper()
-		if err := fs.p.sync(false, agentRoom); err != nil {
-			t.Fatal(err)
-		}
-		if err := fs.p.drain(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	settle := func() { t.Helper(); settle(t, fs) }
 	old := randomBytes(3 * BlockSize)
 	a, err := fs.Create(RootIno, "tool", 0o755, nil)
 	if err != nil {
@@ -1000,5 +984,16 @@ func TestFreedFileReopened(t *testing.T) {
 	settle()
 	if res, err := r.Fsck(nil); err != nil || len(res.Problems) > 0 {
 		t.Fatalf("fsck: %v %v", err, res.Problems)
+	}
+}
+
+// settle journals and applies everything the overlay holds.
+func settle(t *testing.T, fs *FS) {
+	t.Helper()
+	if err := fs.p.sync(false, agentRoom); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.p.drain(); err != nil {
+		t.Fatal(err)
 	}
 }
