@@ -160,14 +160,15 @@ func (fs *FS) Lookup(dir uint64, name string) (Attr, error) {
 // bury moves n, made in this session and freed, to fs.dead until the
 // kernel forgets it; fs.ns must be held for writing. Only its attributes
 // may still be asked for (fstat of a descriptor the kernel holds without
-// an open, such as O_PATH, or a working directory), and an open for
-// reading of its content. Nothing else looks it up by number (the
-// fallbacks that look for deleted lower entries use lower numbers), and
-// the persister holds it until its deletion is journaled. Kept whole, it
-// made art's memory grow with every temporary file a session ever made
-// (200,000 files created and deleted: 284 MB). (Should the kernel's
-// forget be served before the last release, it stays until the mount
-// ends.)
+// an open, such as O_PATH, or a working directory), and an open the
+// kernel looked it up for before it was freed (Open revives it). Nothing
+// else looks it up by number (the fallbacks that look for deleted lower
+// entries use lower numbers), and the persister holds it until its
+// deletion is journaled. It keeps no data, only the names of its blocks:
+// freed nodes kept whole until the mount ended made art's memory grow
+// with every temporary file a session made (200,000 files created and
+// deleted: 284 MB). (Should the kernel's forget be served before the last
+// release, it stays until the mount ends.)
 func (fs *FS) bury(n *inode) {
 	n.reader = nil
 	fs.dead[n.ino] = n

@@ -379,8 +379,6 @@ func (p *puller) conflict(rel, why string) {
 	p.conflicts = append(p.conflicts, QuotePath(rel)+" ("+why+")")
 }
 
-// plan decides, for one directory present in the stored tree, what happens
-// to each name in it, and records conflicts. It changes nothing.
 // MaxPullPath bounds the paths pull writes, twice the overlay's bound on
 // a path made in a session (overlay.MaxPathLen), which moving a directory
 // below another gets around. Pull holds a directory open per level and
@@ -388,6 +386,8 @@ func (p *puller) conflict(rel, why string) {
 // and every descriptor, and failed half written.
 const MaxPullPath = 16 << 10
 
+// plan decides, for one directory present in the stored tree, what happens
+// to each name in it, and records conflicts. It changes nothing.
 func (p *puller) plan(n *pullNode) error {
 	t, err := p.r.LoadTree(n.stored.ID)
 	if err != nil {

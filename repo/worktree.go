@@ -208,16 +208,15 @@ func (r *Repo) SetWorktreeState(w *Worktree, state string) error {
 // of the command (an art run after the stale cleanup failed to record a
 // worktree on a full disk) found its own branch in use, by itself.
 func (r *Repo) ReleaseWorktree(w *Worktree) error {
-	kind, session := w.Kind, w.Session
-	res, err := r.DB.Exec(`UPDATE worktrees SET pid=0, pid_start=0, state=?, kind=?, session=?, updated=? WHERE id=? AND pid=? AND pid_start=?`,
-		StateInterrupted, kind, session, time.Now().UnixNano(), w.ID, w.Pid, w.PidStart)
+	res, err := r.DB.Exec(`UPDATE worktrees SET pid=0, pid_start=0, state=?, kind=?, session=?, mountpoint=?, updated=? WHERE id=? AND pid=? AND pid_start=?`,
+		StateInterrupted, w.Kind, w.Session, w.Mountpoint, time.Now().UnixNano(), w.ID, w.Pid, w.PidStart)
 	if err != nil {
 		return fmt.Errorf("release worktree #%d: %w", w.ID, err)
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 0 {
 		return fmt.Errorf("%w: worktree #%d is no longer this process's", ErrWorktreeTaken, w.ID)
 	}
-	w.Pid, w.PidStart, w.State, w.Kind, w.Session = 0, 0, StateInterrupted, kind, session
+	w.Pid, w.PidStart, w.State = 0, 0, StateInterrupted
 	return nil
 }
 
@@ -230,13 +229,8 @@ func (r *Repo) AbandonWorktree(w *Worktree) error {
 	if w.resumed {
 		// As it was: its kind decides whether the next command records
 		// it as an interrupted run, and its session record how.
-		w.Kind, w.Session = w.prevKind, w.prevSession
-		if err := r.ReleaseWorktree(w); err != nil {
-			return err
-		}
-		_, err := r.DB.Exec(`UPDATE worktrees SET mountpoint=? WHERE id=? AND pid=0`, w.prevMountpoint, w.ID)
-		w.Mountpoint = w.prevMountpoint
-		return err
+		w.Kind, w.Session, w.Mountpoint = w.prevKind, w.prevSession, w.prevMountpoint
+		return r.ReleaseWorktree(w)
 	}
 	tx, err := r.Begin()
 	if err != nil {
