@@ -318,6 +318,9 @@ func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg, branch str
 			// Still ours: left as it was, with no owner (this process
 			// goes on, and must not find the branch in use by itself).
 			r.ReleaseWorktree(wt)
+			if repo.IsFull(err) || errors.Is(err, syscall.ENOSPC) {
+				r.ShrinkWAL() // give the room the attempt took back
+			}
 		}
 	}()
 	ofs, err := overlay.Open(r, wt, overlay.Options{Log: log.New(g.stderr, "", log.LstdFlags)})

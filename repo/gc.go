@@ -213,7 +213,7 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 	r.mu.Lock()
 	r.objCache.init()
 	r.mu.Unlock()
-	if _, err := r.DB.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+	if err := r.ShrinkWAL(); err != nil {
 		return res, nil
 	}
 	r.DB.Exec(`VACUUM`)

@@ -152,6 +152,19 @@ func ReadOnlyAdvice(path string) string {
 	return "the repository cannot be written by this user: check the permissions of the repository file and of its directory (which holds its -wal and -shm files)"
 }
 
+// ShrinkWAL checkpoints the write-ahead log and truncates it. A
+// transaction that failed on a full disk leaves its pages in the log
+// (SQLite keeps the file's size for reuse) until the last connection
+// closes: a recovery that failed for lack of room then kept the room
+// (90 MB for a 240 MB session) from the session the same command went on
+// to run, whose writes all failed.
+func (r *Repo) ShrinkWAL() error {
+	if _, err := r.DB.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", r.Path, err)
+	}
+	return nil
+}
+
 // IsFull reports whether err comes from SQLite finding the repository's
 // filesystem full (SQLITE_FULL).
 func IsFull(err error) bool { return isSQLite(err, sqliteFull, "database or disk is full") }

@@ -1,10 +1,12 @@
 package repo
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -305,5 +307,38 @@ func TestMigrateUpperOwners(t *testing.T) {
 	}
 	if size != 3 || uid.Valid || gid.Valid {
 		t.Errorf("migrated row: size %d, owner %v:%v (want 3, NULL:NULL)", size, uid, gid)
+	}
+}
+
+// A transaction that fails leaves its pages in the write-ahead log, which
+// keeps its size until the last connection closes: ShrinkWAL gives the
+// room back (a recovery that failed on a full disk kept 90 MB from the
+// session its command then ran).
+func TestShrinkWAL(t *testing.T) {
+	r := newTestRepo(t)
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A page cache smaller than the transaction, as for a session's
+	// commit: its pages spill into the log before the end.
+	if _, err := tx.Exec(`PRAGMA cache_size = -1024`); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 8<<20)
+	rand.New(rand.NewSource(9)).Read(big)
+	if _, _, err := tx.PutFile(bytes.NewReader(big)); err != nil {
+		t.Fatal(err)
+	}
+	tx.Rollback()
+	st, err := os.Stat(r.Path + "-wal")
+	if err != nil || st.Size() < 1<<20 {
+		t.Fatalf("the log after a rolled-back 8 MiB transaction: %v, %v", st, err)
+	}
+	if err := r.ShrinkWAL(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(r.Path + "-wal"); err == nil && st.Size() != 0 {
+		t.Fatalf("the log after ShrinkWAL: %d bytes", st.Size())
 	}
 }
