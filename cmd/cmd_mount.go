@@ -88,11 +88,11 @@ the agent's home the same way.`,
 			}
 			if resumed {
 				fmt.Fprintf(g.stderr, "art: resuming interrupted worktree #%d on %s with its pending changes\n", wt.ID, branch)
-				if wt.Pending > 0 {
-					// The check above read the branch tip; what the
-					// interrupted session wrote is served unchecked.
-					fmt.Fprintf(g.stderr, "art: warning: those changes are not checked for what git would run on this host (hooks, config); to have them checked, stop this mount, record them with 'art commit --worktree %d' and mount again\n", wt.ID)
-				}
+				// The check above read the branch tip; what the
+				// interrupted session wrote is served unchecked. (Its
+				// row count says nothing: after a kill -9 the changes
+				// may all be in the journal, replayed on open.)
+				fmt.Fprintf(g.stderr, "art: warning: those changes are not checked for what git would run on this host (hooks, config); to have them checked, stop this mount, record them with 'art commit --worktree %d' and mount again\n", wt.ID)
 			}
 			logger := log.New(g.stderr, "", log.LstdFlags)
 			ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, ReadOnly: ro, Owner: overlay.Owner{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}})
