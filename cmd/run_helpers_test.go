@@ -417,6 +417,26 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
+// waitLiveFile waits until the home of the repository's live session
+// holds WS/name with content want, and returns the home's mount point.
+func (r *testRepo) waitLiveFile(name, want string, d time.Duration) string {
+	r.t.Helper()
+	var mnt string
+	waitFor(r.t, name+" in the session's home", d, func() bool {
+		for _, w := range r.status().Worktrees {
+			if w.State == "live" && w.Mountpoint != "" {
+				mnt = w.Mountpoint
+			}
+		}
+		if mnt == "" {
+			return false
+		}
+		b, err := os.ReadFile(filepath.Join(mnt, "WS", name))
+		return err == nil && string(b) == want
+	})
+	return mnt
+}
+
 // mounted reports whether dir is a mount point in /proc/self/mountinfo.
 func mounted(t *testing.T, dir string) bool {
 	t.Helper()

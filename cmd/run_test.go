@@ -572,16 +572,7 @@ func TestRunBadInput(t *testing.T) {
 func TestRunSignalsWhileRecording(t *testing.T) {
 	r := newRepo(t, map[string]string{"a.txt": "a\n"})
 	c, wait := r.start("run", "-i=false", "--", "sh", "-c", "head -c 64000000 /dev/urandom > big && echo written > f; sleep 60")
-	var mnt string
-	waitFor(t, "the session's files", 60*time.Second, func() bool {
-		for _, w := range r.status().Worktrees {
-			if w.State == "live" && w.Mountpoint != "" {
-				mnt = w.Mountpoint
-			}
-		}
-		b, err := os.ReadFile(filepath.Join(mnt, "WS", "f"))
-		return mnt != "" && err == nil && string(b) == "written\n"
-	})
+	mnt := r.waitLiveFile("f", "written\n", 60*time.Second)
 	exited := make(chan artResult, 1)
 	go func() { exited <- wait() }()
 	// Signal after signal until art is gone: some land while it commits.
@@ -623,19 +614,7 @@ func TestRunSignalToArt(t *testing.T) {
 			base := r.head()
 			marker := fmt.Sprintf("art-signal-marker-%d-%d", sig, time.Now().UnixNano())
 			c, wait := r.start("run", "-i=false", "--", "sh", "-c", "echo data > f; sleep 60; : "+marker)
-			var mnt string
-			waitFor(t, "f in the session's home", 30*time.Second, func() bool {
-				for _, w := range r.status().Worktrees {
-					if w.State == "live" && w.Mountpoint != "" {
-						mnt = w.Mountpoint
-					}
-				}
-				if mnt == "" {
-					return false
-				}
-				b, err := os.ReadFile(filepath.Join(mnt, "WS", "f"))
-				return err == nil && string(b) == "data\n"
-			})
+			mnt := r.waitLiveFile("f", "data\n", 30*time.Second)
 			if err := c.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
@@ -743,16 +722,7 @@ func TestRunRepositoryElsewhere(t *testing.T) {
 func TestRunHomeHeldOutside(t *testing.T) {
 	r := newRepo(t, map[string]string{"a.txt": "a\n"})
 	c, wait := r.start("run", "-i=false", "--", "sh", "-c", "echo data > f; while [ ! -e go ]; do sleep 0.05; done")
-	var mnt string
-	waitFor(t, "f in the session's home", 30*time.Second, func() bool {
-		for _, w := range r.status().Worktrees {
-			if w.State == "live" && w.Mountpoint != "" {
-				mnt = w.Mountpoint
-			}
-		}
-		b, err := os.ReadFile(filepath.Join(mnt, "WS", "f"))
-		return mnt != "" && err == nil && string(b) == "data\n"
-	})
+	mnt := r.waitLiveFile("f", "data\n", 30*time.Second)
 	held, err := os.OpenFile(filepath.Join(mnt, "WS", "f"), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what art needs at run and test time, when missing: bubblewrap,
-# fuse3 (fusermount3, /dev/fuse), and the tools the tests drive (git, fio);
-# with the argument "bench", also what the benchmarks drive (hyperfine, strace, bc).
+# fuse3 (fusermount3, /dev/fuse), and the tools the tests drive (git, fio,
+# python3, and strace, which an escape test aims at a process outside the
+# sandbox: without it that test skipped); with the argument "bench", also
+# what the benchmarks drive (hyperfine, bc).
 # Go modules come from go.mod.
 set -euo pipefail
 need=()
@@ -10,12 +12,12 @@ command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v fio >/dev/null 2>&1 || need+=(fio)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v strace >/dev/null 2>&1 || need+=(strace)
 # cgo for the race detector (make test): a C compiler and libc's headers.
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -e /usr/include/stdlib.h ] || need+=(libc6-dev)
 if [ "${1:-}" = bench ]; then # what bench/*.sh drive besides art
 	command -v hyperfine >/dev/null 2>&1 || need+=(hyperfine)
-	command -v strace >/dev/null 2>&1 || need+=(strace)
 	command -v bc >/dev/null 2>&1 || need+=(bc)
 fi
 if [ ${#need[@]} -gt 0 ]; then
