@@ -573,9 +573,15 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	if err != nil {
 		sess.TraceID = nil // rolled back with the commit
 	}
-	if err != nil && traceLost != nil {
-		// Storing the log ended the commit's transaction (a full disk):
-		// the session is recorded again, from its worktree, without it.
+	if err != nil && st != nil && (traceLost != nil || repo.IsFull(err)) {
+		// Storing the log ended the commit's transaction, or the commit
+		// with the log did not fit (SQLite writes a transaction's pages
+		// at its COMMIT, so a log that fits in memory can still fail the
+		// whole commit on a full disk): the session is recorded again,
+		// from its worktree, without it.
+		if traceLost == nil {
+			traceLost = err
+		}
 		if ofs2, oerr := overlay.Open(r, wt, overlay.Options{Log: logger}); oerr == nil {
 			id, err = ofs2.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: true})
 		}

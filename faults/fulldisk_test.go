@@ -155,6 +155,8 @@ func TestFullDisk(t *testing.T) {
 		{"mount/free-by-resize", fullDiskMountResize},
 		{"mount/commit-while-full", fullDiskCommitWhileFull},
 		{"run/agent-sees-enospc", fullDiskRun},
+		{"run/trace-log-does-not-fit", fullDiskTraceLog},
+		{"run/continue-after-failed-recording", fullDiskContinue},
 		{"push/larger-than-free-space", fullDiskPush},
 	}
 	for _, c := range cases {
@@ -307,6 +309,95 @@ print("DONE")
 	}
 	dir := checkTip(t, e, "main", base, map[string]string{"after.txt": "the agent went on\n"}, "big")
 	os.RemoveAll(filepath.Dir(dir))
+}
+
+// fullDiskTraceLog: a traced session whose work fits on the disk but
+// whose syscall log does not. SQLite writes a transaction's pages at its
+// COMMIT, so the log fails the whole commit there; the session is then
+// recorded again without the log, with the agent's exit status, and art
+// says the log was lost.
+func fullDiskTraceLog(t *testing.T, e *env, small string, rng *rand.Rand, base manifest) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(small, &st); err != nil {
+		t.Fatal(err)
+	}
+	used := int(st.Blocks-st.Bfree) * int(st.Bsize)
+	resizeTmpfs(t, small, used+1536<<10) // room for the session, not for its log (about 5 MB)
+	script := `
+import os
+for i in range(40000):  # a syscall each, with a path that does not compress
+    try: os.stat("/x/" + os.urandom(100).hex())
+    except OSError: pass
+with open("after.txt", "w") as f:
+    f.write("the session fits\n")
+`
+	logFile := filepath.Join(e.base, "trace.txt")
+	r := e.art("run", "-m", e.ws, "-i=false", "--trace-log", logFile, "--", "python3", "-c", script)
+	logUsage(t, small)
+	if r.code != 0 {
+		t.Fatalf("a session whose log did not fit was not recorded (want the agent's exit 0):\n%s", r)
+	}
+	if !strings.Contains(r.stderr, "the syscall log was not stored") || !strings.Contains(r.stderr, "session recorded") {
+		t.Fatalf("art did not say the log was lost and the session recorded:\n%s", r)
+	}
+	if tr := e.art("trace", "main"); tr.code == 0 {
+		t.Fatalf("the commit names a syscall log that was not stored:\n%s", tr)
+	}
+	if info, err := os.Stat(logFile); err != nil || info.Size() < 1<<20 {
+		t.Fatalf("the --trace-log file on the host is missing or short (%v): the test's premise", err)
+	}
+	dir := checkTip(t, e, "main", base, map[string]string{"after.txt": "the session fits\n"})
+	os.RemoveAll(filepath.Dir(dir))
+}
+
+// fullDiskContinue: an agent fills the disk with fsynced data and ends;
+// the commit, which needs room of its own, fails, and the worktree keeps
+// the work. The next art run's recovery fails the same way, gives the
+// room its attempt took back (the write-ahead log would otherwise hold it
+// until the process ends) and continues the worktree, where the agent
+// deletes its big file and writes again; that session is recorded.
+func fullDiskContinue(t *testing.T, e *env, small string, rng *rand.Rand, base manifest) {
+	fill := `
+import errno, os
+n = 0
+try:
+    with open("big", "wb") as f:
+        while True:
+            f.write(os.urandom(1 << 20)); n += 1
+            if n % 4 == 0: os.fsync(f.fileno())
+except OSError as e:
+    print("ERRNO", errno.errorcode.get(e.errno, e.errno), n, flush=True)
+`
+	before := e.tip("main")
+	r := e.art("run", "-m", e.ws, "-i=false", "--", "python3", "-c", fill)
+	logUsage(t, small)
+	if !strings.Contains(r.stdout, "ERRNO ENOSPC") {
+		t.Fatalf("the agent did not see ENOSPC:\n%s", r)
+	}
+	if r.code == 0 {
+		t.Skipf("the filled session was recorded after all (%s): nothing to continue", lastLine(r.stderr))
+	}
+	if r.code != 125 || !strings.Contains(r.stderr, "the changes stay in worktree") {
+		t.Fatalf("a recording that failed on a full disk: want exit 125 and where the changes are:\n%s", r)
+	}
+	if got := e.tip("main"); got != before {
+		t.Fatalf("a failed recording moved the branch: %s -> %s", before, got)
+	}
+	e.fsck("a recording that failed on a full disk")
+	r = e.art("run", "-m", e.ws, "-i=false", "--", "sh", "-c",
+		`test -s big && rm big && echo "written after the disk was full" > after.txt && sync after.txt && echo WROTE`)
+	logUsage(t, small)
+	if r.code != 0 || !strings.Contains(r.stdout, "WROTE") {
+		t.Fatalf("the continued session could not free room and write:\n%s", r)
+	}
+	if !strings.Contains(r.stderr, "continuing interrupted worktree") || !strings.Contains(r.stderr, "session recorded") {
+		t.Fatalf("the second run did not continue the worktree and record it:\n%s", r)
+	}
+	dir := checkTip(t, e, "main", base, map[string]string{"after.txt": "written after the disk was full\n"}, "big")
+	os.RemoveAll(filepath.Dir(dir))
+	if g := e.art("gc"); g.code != 0 {
+		t.Fatalf("art gc after the continued session:\n%s", g)
+	}
 }
 
 // fullDiskPush: pushing a tree larger than the free space fails with a
