@@ -377,13 +377,24 @@ func TestRunHomeUnreachableForOtherUsers(t *testing.T) {
 		t.Skipf("skipping: setpriv (util-linux) is missing: %v", err)
 	}
 	r := newRepo(t, map[string]string{"secret.txt": "TOPSECRET\n"})
-	c, wait := r.start("run", "-i=false", "--", "sh", "-c", "sleep 30")
+	// The session's own TMPDIR, where its mount point is made: other
+	// sessions' homes on this machine are not this one. Open to all, as
+	// /tmp is, so that only art's own directory can keep the user out.
+	tmp, err := os.MkdirTemp("", "art-tmpdir-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	if err := os.Chmod(tmp, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	c, wait := r.startEnv([]string{"TMPDIR=" + tmp}, "run", "-i=false", "--", "sh", "-c", "sleep 30")
 	var mnt string
 	waitUntil := time.Now().Add(20 * time.Second)
 	for mnt == "" && time.Now().Before(waitUntil) {
 		mi, _ := os.ReadFile("/proc/self/mountinfo")
 		for _, line := range strings.Split(string(mi), "\n") {
-			if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], "/art-home-") && strings.Contains(line, "fuse.art") {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], tmp+"/art-home-") && strings.Contains(line, "fuse.art") {
 				mnt = f[4]
 			}
 		}

@@ -229,8 +229,14 @@ func (r *testRepo) run(args ...string) artResult {
 // start starts art ARGS in the background; wait returns its result.
 func (r *testRepo) start(args ...string) (c *exec.Cmd, wait func() artResult) {
 	r.t.Helper()
+	return r.startEnv(nil, args...)
+}
+
+// startEnv is start with extra environment variables.
+func (r *testRepo) startEnv(env []string, args ...string) (c *exec.Cmd, wait func() artResult) {
+	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	c, stdout, stderr := artCmd(r.t, ctx, r.ws, artEnv(), args...)
+	c, stdout, stderr := artCmd(r.t, ctx, r.ws, append(artEnv(), env...), args...)
 	if err := c.Start(); err != nil {
 		cancel()
 		r.t.Fatal(err)
