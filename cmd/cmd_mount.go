@@ -32,6 +32,10 @@ Ctrl-C again cuts it off. If art dies, the next art command removes the
 stale mount and 'art commit' records the pending changes. One live worktree
 per branch.
 
+With --ro, DIR serves the branch's latest commit read-only: nothing is
+recorded, no pending work of the branch is resumed, and sessions on the
+branch go on meanwhile (the view keeps the commit it began with).
+
 The mount serves the commit as it is: when it holds what art pull would
 hold back as something git runs on this host (an agent's hooks,
 core.fsmonitor), mount names it on stderr first; review it with 'art diff'
@@ -82,9 +86,24 @@ the agent's home the same way.`,
 			// worktree would be left behind): one that comes before the
 			// mount is served unmounts it at once.
 			guard := guardRecording(g)
-			wt, resumed, err := r.CreateWorktree(branch, "mount", mp, "")
+			var wt *repo.Worktree
+			var resumed bool
+			if ro {
+				// A view claims nothing and resumes nothing: it serves
+				// the branch's tip as committed.
+				wt, err = r.CreateView(branch, mp)
+			} else {
+				wt, resumed, err = r.CreateWorktree(branch, "mount", mp, "")
+			}
 			if err != nil {
 				return err
+			}
+			giveBack := func() {
+				if ro {
+					r.RemoveView(wt)
+				} else {
+					r.AbandonWorktree(wt)
+				}
 			}
 			if resumed {
 				fmt.Fprintf(g.stderr, "art: resuming interrupted worktree #%d on %s with its pending changes\n", wt.ID, branch)
@@ -97,18 +116,22 @@ the agent's home the same way.`,
 			logger := log.New(g.stderr, "", log.LstdFlags)
 			ofs, err := overlay.Open(r, wt, overlay.Options{Log: logger, ReadOnly: ro, Owner: overlay.Owner{UID: uint32(os.Getuid()), GID: uint32(os.Getgid())}})
 			if err != nil {
-				r.AbandonWorktree(wt)
+				giveBack()
 				return err
 			}
 			srv, err := fuse.Mount(mp, ofs, fuse.Options{AllowOther: os.Geteuid() == 0, Debug: debug, Log: logger})
 			if err != nil {
 				ofs.Close()
-				r.AbandonWorktree(wt)
+				giveBack()
 				return fmt.Errorf("mount %s: %w", mp, err)
 			}
 			// Handle the signals before saying they are handled: a SIGTERM
 			// sent on that line used to kill art with nothing committed.
-			fmt.Fprintf(g.stderr, "art: %s mounted at %s (worktree #%d); Ctrl-C or SIGTERM unmounts and commits\n", branch, mp, wt.ID)
+			if ro {
+				fmt.Fprintf(g.stderr, "art: read-only view of %s (%s) mounted at %s (worktree #%d); Ctrl-C or SIGTERM unmounts\n", branch, wt.Base.Short(), mp, wt.ID)
+			} else {
+				fmt.Fprintf(g.stderr, "art: %s mounted at %s (worktree #%d); Ctrl-C or SIGTERM unmounts and commits\n", branch, mp, wt.ID)
+			}
 			done := make(chan struct{})
 			go func() { srv.Wait(); close(done) }()
 			select {
@@ -119,12 +142,7 @@ the agent's home the same way.`,
 			guard.record() // further signals wait for the commit
 			if ro {
 				ofs.Close()
-				tx, err := r.Begin()
-				if err == nil {
-					tx.DeleteWorktree(wt)
-					tx.Commit()
-				}
-				return nil
+				return r.RemoveView(wt)
 			}
 			id, err := ofs.Commit(overlay.CommitOptions{Message: "mount session", Session: &objects.Session{Mode: "mount", Version: repo.Version, Start: wt.Created, End: time.Now().UnixNano()}})
 			if errors.Is(err, overlay.ErrNothingToCommit) {
@@ -145,7 +163,7 @@ the agent's home the same way.`,
 		},
 	}
 	c.Flags().StringVarP(&branch, "branch", "b", "", "branch to mount (default: the current branch)")
-	c.Flags().BoolVar(&ro, "ro", false, "read-only view; nothing is recorded")
+	c.Flags().BoolVar(&ro, "ro", false, "read-only view of the branch's latest commit; nothing is recorded, nothing is claimed")
 	c.Flags().BoolVar(&debug, "debug", false, "log every FUSE request")
 	return c
 }
@@ -277,6 +295,12 @@ commit: the way to keep the work when its branch moved meanwhile.`,
 			}
 			var wt *repo.Worktree
 			for _, w := range wts {
+				if w.Kind == repo.KindView {
+					if w.ID == wtID {
+						return fmt.Errorf("worktree #%d is a read-only view (art mount --ro of %s): it has nothing to record", w.ID, w.Branch)
+					}
+					continue
+				}
 				if (wtID == 0 || w.ID == wtID) && w.State == repo.StateInterrupted {
 					if wt != nil {
 						return fmt.Errorf("several interrupted worktrees (#%d, #%d, ...); pick one with --worktree ID (see 'art status')", wt.ID, w.ID)

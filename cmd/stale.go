@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/artproject/art/fuse"
 	"github.com/artproject/art/objects"
+	"github.com/artproject/art/overlay"
 	"github.com/artproject/art/repo"
 	"github.com/artproject/art/sandbox"
 )
@@ -21,6 +23,20 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 	}
 	for _, w := range wts {
 		if w.State != repo.StateInterrupted {
+			continue
+		}
+		if w.Kind == repo.KindView {
+			// A read-only view holds nothing to record.
+			if done, err := fuse.CleanupStale(w.Mountpoint); err != nil {
+				fmt.Fprintf(g.stderr, "art: warning: %s\n", repo.EscapeControls(err.Error()))
+			} else {
+				if done {
+					fmt.Fprintf(g.stderr, "art: removed the stale read-only mount of %s at %s\n", w.Branch, w.Mountpoint)
+				}
+				if r.RemoveView(w) == nil {
+					os.Remove(overlay.JournalPath(r, w)) // empty: a view writes nothing
+				}
+			}
 			continue
 		}
 		if done, err := fuse.CleanupStale(w.Mountpoint); err != nil {

@@ -35,7 +35,11 @@ func printWorktrees(g *globals, wts []worktreeJSON) {
 	}
 	fmt.Fprintln(g.stdout, "Worktrees:")
 	for _, w := range wts {
-		fmt.Fprintf(g.stdout, "  #%d %-12s %-11s %s on %s, %d pending change(s)", w.ID, w.Branch, w.State, w.Kind, w.Base[:12], w.Pending)
+		if w.Kind == repo.KindView {
+			fmt.Fprintf(g.stdout, "  #%d %-12s %-11s read-only view of %s", w.ID, w.Branch, w.State, w.Base[:12])
+		} else {
+			fmt.Fprintf(g.stdout, "  #%d %-12s %-11s %s on %s, %d pending change(s)", w.ID, w.Branch, w.State, w.Kind, w.Base[:12], w.Pending)
+		}
 		if w.Mountpoint != "" {
 			fmt.Fprintf(g.stdout, ", at %s", w.Mountpoint)
 		}

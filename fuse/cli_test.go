@@ -189,9 +189,15 @@ type mountProc struct {
 // startMount runs 'art mount' and waits until it reports the mount (or
 // exits). There is no sleep: art prints its line after the INIT exchange.
 func (c *cliRepo) startMount(branch, dir string) *mountProc {
+	c.t.Helper()
+	return c.startMountArgs(dir, "-b", branch)
+}
+
+// startMountArgs is startMount with art mount's flags given.
+func (c *cliRepo) startMountArgs(dir string, flags ...string) *mountProc {
 	t := c.t
 	t.Helper()
-	cmd := exec.Command(artBinary(t), "mount", "-d", c.db, "-b", branch, dir)
+	cmd := exec.Command(artBinary(t), append(append([]string{"mount", "-d", c.db}, flags...), dir)...)
 	cmd.Dir = c.tmp
 	pr, err := cmd.StderrPipe()
 	if err != nil {
@@ -1149,4 +1155,115 @@ func TestMountWarnsWhenGitCheckFails(t *testing.T) {
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.wait(t)
+}
+
+// TestMountReadOnlyView: art mount --ro serves the branch's tip and claims
+// nothing. It used to resume the branch's interrupted worktree and delete
+// it, pending work and all, at its end; and while it was served, a session
+// on the branch was refused as if the view were one.
+func TestMountReadOnlyView(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	view := filepath.Join(c.tmp, "view")
+	os.Mkdir(mnt, 0o755)
+	os.Mkdir(view, 0o755)
+	p := c.startMount("main", mnt)
+	pending := filepath.Join(mnt, wsName, "pending.txt")
+	if err := os.WriteFile(pending, []byte("fsynced before the kill\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := os.Open(pending); err == nil {
+		f.Sync()
+		f.Close()
+	}
+	p.kill9(t)
+	tip := artOK(t, c.tmp, "log", "-d", c.db, "-n", "1", "--oneline").stdout
+
+	v := c.startMountArgs(view, "--ro", "-b", "main")
+	if strings.Contains(v.stderr.String(), "resuming") {
+		t.Errorf("the read-only view resumed the interrupted worktree:\n%s", v.stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(view, wsName, "pending.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the view serves uncommitted work, not the branch's tip (%v)", err)
+	}
+	if err := os.WriteFile(filepath.Join(view, wsName, "new"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("a write into the view: %v, want EROFS", err)
+	}
+	st := artOK(t, c.tmp, "status", "-d", c.db).stdout
+	if !strings.Contains(st, "read-only view of") || !strings.Contains(st, "interrupted mount") {
+		t.Errorf("art status does not show the view and the interrupted worktree apart:\n%s", st)
+	}
+	r, err := repo.Open(c.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wts, err := r.Worktrees()
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range wts {
+		if w.Kind == repo.KindView {
+			cr := art(t, c.tmp, "commit", "-d", c.db, "--worktree", fmt.Sprint(w.ID))
+			if cr.code == 0 || !strings.Contains(cr.stderr, "read-only view") {
+				t.Errorf("art commit --worktree of the view: want a refusal naming it, got %v", cr)
+			}
+		}
+	}
+
+	// The branch is free for a session while the view is served: it
+	// resumes the interrupted worktree and records it.
+	p = c.startMount("main", mnt)
+	if !strings.Contains(p.stderr.String(), "resuming interrupted worktree") {
+		t.Errorf("the mount beside the view did not resume the interrupted worktree:\n%s", p.stderr)
+	}
+	if b, err := os.ReadFile(pending); err != nil || string(b) != "fsynced before the kill\n" {
+		t.Errorf("pending work after the view: %q, %v", b, err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t)
+	if p.err != nil {
+		t.Fatalf("art mount: %v\n%s", p.err, p.stderr)
+	}
+	// The view still serves the commit it began with.
+	if _, err := os.ReadDir(filepath.Join(view, wsName)); err != nil {
+		t.Errorf("the view after the branch moved: %v", err)
+	}
+	v.cmd.Process.Signal(syscall.SIGTERM)
+	v.wait(t)
+	if v.err != nil || strings.Contains(v.stderr.String(), "commit") {
+		t.Errorf("the view's end: %v\n%s", v.err, v.stderr)
+	}
+	if mounted, _ := IsMountpoint(view); mounted {
+		t.Errorf("%s still mounted", view)
+	}
+	show := artOK(t, c.tmp, "show", "-d", c.db, "--stat", "main").stdout
+	if !strings.Contains(show, "pending.txt") {
+		t.Errorf("the pending work is not in the branch's commit:\n%s", show)
+	}
+	if got := artOK(t, c.tmp, "log", "-d", c.db, "-n", "1", "--oneline").stdout; got == tip {
+		t.Errorf("the branch did not move")
+	}
+
+	// A view whose art was killed is removed by the next command,
+	// recording nothing.
+	before := c.state()
+	v = c.startMountArgs(view, "--ro", "-b", "main")
+	v.kill9(t)
+	st = artOK(t, c.tmp, "status", "-d", c.db).stdout
+	if strings.Contains(st, "view") {
+		t.Errorf("a dead view is still listed:\n%s", st)
+	}
+	if mounted, _ := IsMountpoint(view); mounted {
+		t.Errorf("the dead view's mount was left at %s", view)
+	}
+	if after := c.state(); after != before {
+		t.Errorf("a killed view changed the repository:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if cr := art(t, c.tmp, "commit", "-d", c.db); cr.code == 0 {
+		t.Errorf("something to commit after the views: %v", cr)
+	}
+	if left, _ := filepath.Glob(c.db + "-wt*.journal"); len(left) > 0 {
+		t.Errorf("journals left behind: %v", left)
+	}
 }

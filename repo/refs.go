@@ -197,7 +197,7 @@ func (r *Repo) DeleteBranch(name string) (objects.ID, error) {
 		return objects.Zero, fmt.Errorf("%w %s (check out another branch first: 'art checkout OTHER')", ErrCurrentBranch, name)
 	}
 	var live int
-	tx.QueryRow(`SELECT count(*) FROM worktrees WHERE branch=?`, name).Scan(&live)
+	tx.QueryRow(`SELECT count(*) FROM worktrees WHERE branch=? AND kind!=?`, name, KindView).Scan(&live)
 	if live > 0 {
 		return objects.Zero, fmt.Errorf("%w: %s has %d worktree(s) (finish or commit them first; see 'art status')", ErrBranchInUse, name, live)
 	}

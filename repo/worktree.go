@@ -28,7 +28,7 @@ type Worktree struct {
 	PidStart   int64 // start time of Pid (from /proc), to detect pid reuse
 	Mountpoint string
 	State      string
-	Kind       string // "run" or "mount"
+	Kind       string // "run", "mount" or KindView
 	Session    string // JSON of the session being recorded (argv, start...)
 	Pending    int    // upper-layer entries not yet committed
 	Created    int64
@@ -38,6 +38,13 @@ type Worktree struct {
 	prevKind, prevSession, prevMountpoint string
 	resumed                               bool
 }
+
+// KindView is the kind of a read-only mount's worktree (art mount --ro).
+// It holds nothing and records nothing, so it neither claims its branch
+// nor resumes the branch's interrupted worktree: a view that resumed one
+// deleted its pending work at its end. Its row keeps its base commit from
+// gc while it is served, and a dead one is removed, not recorded.
+const KindView = "view"
 
 // ErrNoWorktree is returned for unknown worktree ids.
 var ErrNoWorktree = errors.New("no such worktree")
@@ -118,7 +125,9 @@ func (r *Repo) CreateWorktree(branch, kind, mountpoint, session string) (*Worktr
 			rows.Close()
 			return nil, false, err
 		}
-		existing = append(existing, w)
+		if w.Kind != KindView {
+			existing = append(existing, w)
+		}
 	}
 	rows.Close()
 	pid := os.Getpid()
@@ -163,6 +172,43 @@ func (r *Repo) CreateWorktree(branch, kind, mountpoint, session string) (*Worktr
 	return &Worktree{ID: id, Branch: branch, Base: tip, Pid: pid, PidStart: start, Mountpoint: mountpoint, State: StateLive, Kind: kind, Session: session, Created: now}, false, nil
 }
 
+// CreateView records a read-only view of branch's tip served at
+// mountpoint by this process (KindView). It claims nothing: sessions on
+// the branch go on, and the view keeps serving the commit it began with.
+func (r *Repo) CreateView(branch, mountpoint string) (*Worktree, error) {
+	tx, err := r.Begin()
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	tip, err := tx.BranchTip(branch)
+	if err != nil {
+		return nil, err
+	}
+	pid := os.Getpid()
+	start := ProcessStart(pid)
+	now := time.Now().UnixNano()
+	res, err := tx.Exec(`INSERT INTO worktrees(branch, base, pid, pid_start, mountpoint, state, kind, session, created, updated) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+		branch, tip[:], pid, start, mountpoint, StateLive, KindView, "", now, now)
+	if err != nil {
+		return nil, fmt.Errorf("create view: %w", err)
+	}
+	id, _ := res.LastInsertId()
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return &Worktree{ID: id, Branch: branch, Base: tip, Pid: pid, PidStart: start, Mountpoint: mountpoint, State: StateLive, Kind: KindView, Created: now}, nil
+}
+
+// RemoveView deletes a view whose process died (or the caller's own).
+func (r *Repo) RemoveView(w *Worktree) error {
+	if w.Kind != KindView {
+		return fmt.Errorf("worktree #%d is not a read-only view", w.ID)
+	}
+	_, err := r.DB.Exec(`DELETE FROM worktrees WHERE id=? AND kind=? AND pid=? AND pid_start=?`, w.ID, KindView, w.Pid, w.PidStart)
+	return err
+}
+
 // checkNoLiveWorktree refuses to move a branch a live session works on:
 // the session's commit at its end would find the branch moved.
 func (tx *Tx) checkNoLiveWorktree(branch string) error {
@@ -181,7 +227,7 @@ func (tx *Tx) checkNoLiveWorktree(branch string) error {
 	}
 	rows.Close()
 	for _, w := range live {
-		if ProcessAlive(w.Pid, w.PidStart) {
+		if w.Kind != KindView && ProcessAlive(w.Pid, w.PidStart) {
 			return fmt.Errorf("%w: branch %s is in use by worktree #%d (pid %d), whose commit at its end would find the branch moved; push to another branch with -b NAME, or after the session ends", ErrBranchInUse, branch, w.ID, w.Pid)
 		}
 	}
@@ -268,6 +314,9 @@ func (r *Repo) ClaimWorktree(w *Worktree) error {
 		return err
 	}
 	defer tx.Rollback()
+	if w.Kind == KindView {
+		return fmt.Errorf("worktree #%d is a read-only view (art mount --ro): it has nothing to record", w.ID)
+	}
 	var pid int
 	var start int64
 	err = tx.QueryRow(`SELECT pid, pid_start FROM worktrees WHERE id=?`, w.ID).Scan(&pid, &start)
