@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/artproject/art/objects"
 	"github.com/artproject/art/repo"
 )
 
@@ -19,9 +20,12 @@ updates and deletes files, and restores modes, symlinks and times. Each file
 is written atomically (temporary file, then rename). pull never writes
 through a symlink or outside DIR.
 
-A host path whose content, type or mode changed since the last push or pull
-is a conflict: nothing is changed, the conflicts are listed, and --force
-overrides. Host files the repository never held are left alone, and a
+A host path whose content, type or mode changed since the last push or pull,
+or that the host deleted, is a conflict: nothing is changed, the conflicts
+are listed, and --force overrides ('art push' first records the host's
+changes on top of the branch's, after which the pull has none). A
+workspace emptied on the host takes the commit whole. Paths DIR/.artignore
+leaves out are not written (listed as SKIP); push keeps the commit's there. Host files the repository never held are left alone, and a
 directory holding such files is never replaced, even with --force. The
 repository's own files are never written. A path the host changes while the
 pull runs is left as the host has it, and the pull ends with an error naming
@@ -43,7 +47,7 @@ A pull stopped half way (killed, a full disk) leaves DIR part pulled:
 run the same pull again to finish it; art status says so until then.`,
 		Example: `  art pull -m ~/src/app                   # the current branch
   art pull -m ~/src/app --commit attempt-2
-  art pull -m /tmp/export --commit 1a2b3c4d`,
+  art pull -d ~/src/app/.art/art.db -m /tmp/export/app --commit 1a2b3c4d   # a copy elsewhere, named like the workspace`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			abs, err := repo.CheckPullTarget(g.defaultWorkspace(c, dir))
@@ -59,7 +63,7 @@ run the same pull again to finish it; art status says so until then.`,
 			if err != nil {
 				return err
 			}
-			opts := repo.PullOptions{Dir: abs, Commit: id, Force: force}
+			opts := repo.PullOptions{Dir: abs, Commit: id, Force: force, Branch: pulledBranch(r, rev, id)}
 			if !quiet {
 				opts.Report = func(line string) { fmt.Fprintln(g.stdout, line) }
 			}
@@ -76,4 +80,22 @@ run the same pull again to finish it; art status says so until then.`,
 	c.Flags().BoolVar(&force, "force", false, "overwrite host changes")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the summary")
 	return c
+}
+
+// pulledBranch names the branch whose tip a pull of rev (resolved to id)
+// takes: HEAD's branch, or rev itself when it is a branch; "" for any
+// other commit.
+func pulledBranch(r *repo.Repo, rev string, id objects.ID) string {
+	name := rev
+	if rev == "HEAD" {
+		h, err := r.Head()
+		if err != nil || h.Detached() {
+			return ""
+		}
+		name = h.Branch
+	}
+	if tip, err := r.BranchTip(name); err == nil && tip == id {
+		return name
+	}
+	return ""
 }

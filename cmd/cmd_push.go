@@ -23,6 +23,13 @@ the repository file and its -wal/-shm companions. Sockets and devices are
 skipped with a warning; an unreadable file aborts the push (nothing is
 committed).
 
+When the branch moved since DIR last synced (a session recorded on it),
+push records DIR's changes since then on top of the branch's: what the
+session changed and DIR did not is kept (a snapshot would undo it), and a
+path both changed differently is a conflict that stops the push. A push
+to a new branch (-b NAME) records DIR as it is. Paths .artignore leaves
+out keep what the branch holds.
+
 Each entry that changed since the last push or pull is listed as
 FILE /ws/path (SIZE bytes, ID), DIR /ws/path or LINK /ws/path -> TARGET.`,
 		Example: `  art push -m ~/src/app
@@ -56,6 +63,10 @@ FILE /ws/path (SIZE bytes, ID), DIR /ws/path or LINK /ws/path -> TARGET.`,
 			where := res.Branch
 			if where == "" {
 				where = "detached HEAD"
+			}
+			if res.Merged > 0 {
+				fmt.Fprintf(g.stdout, "merged with %d change(s) made on %s since %s last synced (%s); 'art pull -m %s' brings them here\n",
+					res.Merged, where, abs, res.MergedSince.Short(), abs)
 			}
 			fmt.Fprintf(g.stdout, "[%s %s] %d files, %d dirs, %d links; %d read, %d new objects, %s stored in %s\n",
 				where, res.Commit.Short(), res.Files, res.Dirs, res.Links, res.Hashed, res.NewObjects,

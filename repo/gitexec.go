@@ -552,7 +552,7 @@ func (p *puller) pushedEntry(rel string) (objects.Entry, bool, error) {
 			if err != nil {
 				return objects.Entry{}, false, fmt.Errorf("pull: find the last push: %w", err)
 			}
-			if s := c.Session; s != nil && s.Mode == "push" && s.Workspace == p.ws {
+			if s := c.Session; s != nil && s.Mode == "push" && s.Status != PushMerged && s.Workspace == p.ws {
 				ws, ok, err := p.r.Lookup(c.Tree, []string{p.ws})
 				if err != nil {
 					return objects.Entry{}, false, fmt.Errorf("pull: find the last push: %w", err)

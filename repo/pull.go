@@ -25,6 +25,11 @@ type PullOptions struct {
 	Dir    string
 	Commit objects.ID // the commit whose /<workspace>/ is written
 	Force  bool       // overwrite host changes instead of refusing
+	// Branch is the branch whose tip Commit is, when the pull is of a
+	// branch ("" otherwise): a later push onto that branch merges the
+	// host's changes with the branch's since (repo/merge.go), while a
+	// push after pulling some other commit records the host as it is.
+	Branch string
 	Report func(line string)
 
 	afterPlan    func() // tests: runs between planning and writing the host
@@ -91,6 +96,10 @@ type puller struct {
 	wsTree    objects.ID // the workspace's tree in the commit
 	gitRisks  []string   // the conflicts checkGitRisk found (GitRisks)
 	risksOnly bool       // planning for GitRisks only: skip what is as pushed
+	// syncedNames caches the names of each directory's sync-state row
+	// (deletedOnHost); emptied is a host workspace with nothing in it.
+	syncedNames map[string]map[string]bool
+	emptied     bool
 }
 
 // CheckPullTarget refuses targets that are, or lie inside, a symlink.
@@ -238,7 +247,7 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if err := tx.saveSynced(dir, p.synced); err != nil {
 		return nil, err
 	}
-	if err := tx.setWorkspace(dir, name, commit, ""); err != nil {
+	if err := tx.setWorkspace(dir, name, commit, o.Branch); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -357,6 +366,35 @@ func (p *puller) unchangedSinceSync(h *hostEntry) (bool, error) {
 	return true, nil
 }
 
+// deletedOnHost reports whether the sync state holds name in the host
+// directory dir (relative), which the scan did not find: the user deleted
+// it. A workspace the host emptied entirely (or a first pull) takes the
+// commit whole: deleting everything to pull a fresh copy is common.
+func (p *puller) deletedOnHost(dir, name string) bool {
+	if p.emptied {
+		return false
+	}
+	if p.syncedNames == nil {
+		p.syncedNames = map[string]map[string]bool{}
+		root := p.host[""]
+		if root == nil || len(root.kids) == 0 {
+			p.emptied = true
+			return false
+		}
+	}
+	names, ok := p.syncedNames[dir]
+	if !ok {
+		names = map[string]bool{}
+		if row, ok := p.sc.synced[dir]; ok {
+			if _, err := decodeSyncRow(dir, row, func(n string, _ *syncedEntry) { names[n] = true }); err != nil {
+				names = map[string]bool{} // a damaged row: never synced
+			}
+		}
+		p.syncedNames[dir] = names
+	}
+	return names[name]
+}
+
 // sameContent reports whether the host entry already holds the stored one
 // (mode and times aside).
 func (p *puller) sameContent(h *hostEntry, e *objects.Entry) (bool, error) {
@@ -404,7 +442,16 @@ func (p *puller) plan(n *pullNode) error {
 				QuotePath(rel[:120]), MaxPullPath)
 		}
 		if p.sc.excluded(rel, e.Type == objects.TypeDir) {
-			continue // never written: the host's own .art and ignored paths
+			// Never written: the host's own .art and ignored paths. The
+			// branch keeps them (push leaves them as they are); said,
+			// since the pull is otherwise silent about them.
+			if !IsDirName(e.Name) && n.host != nil && p.host[rel] == nil {
+				var st unix.Stat_t
+				if lstatPath(filepath.Join(p.dir, filepath.FromSlash(rel)), &st) != nil {
+					p.say("SKIP", rel, " (left out by .artignore; the commit keeps it)")
+				}
+			}
+			continue
 		}
 		if _, ok := isPullTemp(e.Name); ok && e.Type != objects.TypeDir {
 			// A pull's own temporaries are never content (push skips
@@ -428,6 +475,15 @@ func (p *puller) plan(n *pullNode) error {
 		switch {
 		case h == nil:
 			kid.op = opWrite
+			if n.host != nil && n.host.typ == objects.TypeDir && p.deletedOnHost(n.rel, e.Name) {
+				// The user's deletion is a change too: a pull that
+				// wrote the entry back undid it, and the next push
+				// recorded it again.
+				p.conflict(rel, "deleted on the host")
+				if e.Type == objects.TypeDir {
+					continue // one conflict for the directory, not one per entry below
+				}
+			}
 			if e.Type == objects.TypeDir {
 				p.checkDirMode(kid, noMode)
 			}
@@ -448,6 +504,12 @@ func (p *puller) plan(n *pullNode) error {
 			}
 		case h.typ == objects.TypeDir && e.Type == objects.TypeDir:
 			kid.op = opKeep
+			if h.old != nil && h.old.typ == objects.TypeDir && h.old.mode != h.mode && hostMode(e, h) != h.mode {
+				// The user's chmod (a directory made private) is a
+				// change as a file's is: a pull that reset it
+				// reopened the directory, and said nothing.
+				p.conflict(rel, fmt.Sprintf("mode changed on the host to %04o; the commit has %04o", h.mode&0o7777, hostMode(e, h)&0o7777))
+			}
 			p.checkDirMode(kid, h.mode)
 		default:
 			same, err := p.sameContent(h, e)
@@ -474,6 +536,12 @@ func (p *puller) plan(n *pullNode) error {
 					return err
 				}
 				abs := filepath.Join(p.dir, filepath.FromSlash(rel))
+				if h.old == nil || h.old.typ != objects.TypeDir {
+					// Made on the host (in place of a file the pull
+					// would now write): an empty one was deleted, mode
+					// and all, as if the repository had held it.
+					p.conflict(rel, "a directory made on the host; the commit has a "+e.Type.String()+" there")
+				}
 				switch {
 				case p.sc.holdsRepo(abs):
 					p.blockers = append(p.blockers, QuotePath(rel)+" (a directory holding the repository; the commit has a "+e.Type.String()+" there)")

@@ -50,10 +50,10 @@ func TestPullConflicts(t *testing.T) {
 	before := snapshot(t, ws)
 	res, err := r.Pull(PullOptions{Dir: ws, Commit: v1})
 	mustFail(t, err, ErrConflict)
-	if !strings.Contains(err.Error(), "a (changed on the host)") || !strings.Contains(err.Error(), "--force") {
+	if !strings.Contains(err.Error(), "a (changed on the host)") || !strings.Contains(err.Error(), "d/c (deleted on the host)") || !strings.Contains(err.Error(), "--force") {
 		t.Errorf("conflict message: %v", err)
 	}
-	if res == nil || len(res.Conflicts) != 1 {
+	if res == nil || len(res.Conflicts) != 2 {
 		t.Fatalf("conflicts %+v", res)
 	}
 	if d := diffMaps(before, snapshot(t, ws)); d != "" {

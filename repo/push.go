@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -47,7 +48,20 @@ type PushResult struct {
 	NewObjects int   // objects added to the repository
 	NewBytes   int64 // stored bytes added
 	Duration   time.Duration
+	// Merged counts the paths the branch changed since the workspace
+	// last synced (commit MergedSince) that the push kept: the host's
+	// changes went on top of them.
+	Merged      int
+	MergedSince objects.ID
 }
+
+// PushMerged is the session status of a push whose commit merged the
+// host's changes with the branch's.
+const PushMerged = "merged"
+
+// ErrPushConflict is returned when the host and the branch changed the
+// same paths differently since the workspace last synced.
+var ErrPushConflict = errors.New("push conflicts with changes on the branch")
 
 // WorkspaceName returns the name a host directory has inside the home.
 func WorkspaceName(dir string) (string, error) {
@@ -308,6 +322,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	}
 	branch := o.Branch
 	var parent objects.ID
+	newBranch := false
 	if branch == "" {
 		branch = head.Branch
 		parent = head.Commit
@@ -316,7 +331,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 			return nil, err
 		}
 		if parent, err = tx.BranchTip(branch); errors.Is(err, ErrNoBranch) {
-			parent = head.Commit
+			parent, newBranch = head.Commit, true
 		} else if err != nil {
 			return nil, err
 		}
@@ -339,6 +354,38 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		return nil, fmt.Errorf("push %s: %w", dir, err)
 	}
 	res.TreesBuilt = built
+	if wsTree, err = tx.keepExcluded(sc, "", wsTree, prevWS); err != nil {
+		return nil, err
+	}
+	if !newBranch && !prevWS.IsZero() && wsTree != prevWS {
+		// The branch moved since the workspace last synced (an agent's
+		// sessions): the host's changes since then go on top of the
+		// branch's, which a snapshot of the host would undo.
+		since, base, err := tx.syncedBase(dir, name, branch, parent)
+		if err != nil {
+			return nil, fmt.Errorf("push %s: %w", dir, err)
+		}
+		if !since.IsZero() && base != prevWS {
+			var m mergeResult
+			merged, err := tx.merge3("", base, wsTree, prevWS, &m)
+			if err != nil {
+				return nil, fmt.Errorf("push %s: %w", dir, err)
+			}
+			if len(m.conflicts) > 0 {
+				list := m.conflicts
+				more := ""
+				if len(list) > 20 {
+					list, more = list[:20], fmt.Sprintf("\n  ... and %d more", len(m.conflicts)-20)
+				}
+				for i := range list {
+					list[i] = QuotePath(list[i])
+				}
+				return nil, fmt.Errorf("%w: nothing was committed; %d path(s) changed both here and on %s since %s last synced (commit %s):\n  %s%s\n(push to a new branch with -b NAME and compare with 'art diff %s NAME', or undo those host changes and pull)",
+					ErrPushConflict, len(m.conflicts), branch, dir, since.Short(), strings.Join(list, "\n  "), more, branch)
+			}
+			wsTree, res.Merged, res.MergedSince = merged, m.fromTip, since
+		}
+	}
 	if o.Report != nil {
 		for _, e := range sc.all[1:] {
 			reportEntry(o.Report, name, e, e.old)
@@ -369,6 +416,11 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	sess := o.Session
 	if sess == nil {
 		sess = &objects.Session{Mode: "push", Workspace: name, Start: start.UnixNano(), End: time.Now().UnixNano(), Version: Version}
+		if res.Merged > 0 {
+			// Not the host's own tree: pull's check of what git runs
+			// must not take the branch's changes in it for the user's.
+			sess.Status = PushMerged
+		}
 	}
 	c := &objects.Commit{Tree: newRoot, Time: time.Now().UnixNano(), Author: Author(), Message: msg, Session: sess}
 	if !parent.IsZero() {

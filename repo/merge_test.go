@@ -1,0 +1,234 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/artproject/art/objects"
+)
+
+// contentOf pulls commit's workspace into a fresh directory and returns
+// its files' contents by relative path.
+func contentOf(t *testing.T, r *Repo, commit objects.ID, name string) map[string]string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), name)
+	pull(t, r, dst, commit)
+	out := map[string]string{}
+	filepath.WalkDir(dst, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			b, _ := os.ReadFile(p)
+			rel, _ := filepath.Rel(dst, p)
+			out[filepath.ToSlash(rel)] = string(b)
+		}
+		return nil
+	})
+	return out
+}
+
+// agentSession moves main as a session would: a second copy of the
+// workspace (same name) pulls main's tip, changes it and pushes.
+func agentSession(t *testing.T, r *Repo, change func(dir string)) objects.ID {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ws")
+	tip, err := r.BranchTip("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Pull(PullOptions{Dir: dir, Commit: tip, Branch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	change(dir)
+	return push(t, r, dir, "session").Commit
+}
+
+// A push after the branch moved (an agent's session) records the host's
+// changes on top of the branch's. It recorded the host as it was, which
+// undid the session in the new commit; art's advice after a pull conflict
+// ("push host changes first") led there.
+func TestPushMergesTheBranchsChanges(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a1\n", "b": "b1\n", "d/c": "c1\n", "keep": "k\n"})
+	v1 := push(t, r, ws, "v1").Commit
+
+	agentSession(t, r, func(dir string) {
+		writeFiles(t, dir, map[string]string{"b": "agent\n", "n/new": "agent's\n"})
+		os.Remove(filepath.Join(dir, "d/c"))
+	})
+	writeFiles(t, ws, map[string]string{"a": "host\n", "h": "host's\n"})
+	res, err := r.Push(context.Background(), PushOptions{Dir: ws})
+	if err != nil {
+		t.Fatalf("push after the branch moved: %v", err)
+	}
+	if res.Merged == 0 || res.MergedSince != v1 {
+		t.Errorf("push did not say it merged since %s: %+v", v1.Short(), res)
+	}
+	want := map[string]string{"a": "host\n", "b": "agent\n", "h": "host's\n", "n/new": "agent's\n", "keep": "k\n"}
+	if got := contentOf(t, r, res.Commit, "ws"); !equalMaps(got, want) {
+		t.Errorf("merged commit holds %v, want %v", got, want)
+	}
+	c, _ := r.LoadCommit(res.Commit)
+	if c.Session == nil || c.Session.Status != PushMerged {
+		t.Errorf("the merged push's session is not marked merged: %+v", c.Session)
+	}
+	// The host now pulls the session's changes with no conflict.
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: res.Commit, Branch: "main"}); err != nil {
+		t.Fatalf("pull after the merged push: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "b")); string(b) != "agent\n" {
+		t.Errorf("b after the pull: %q", b)
+	}
+
+	// Both changed b, differently: refused, nothing committed.
+	agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"b": "agent again\n"}) })
+	tip, _ := r.BranchTip("main")
+	writeFiles(t, ws, map[string]string{"b": "host again\n"})
+	_, err = r.Push(context.Background(), PushOptions{Dir: ws})
+	if !errors.Is(err, ErrPushConflict) || !strings.Contains(err.Error(), "\n  b\n") || !strings.Contains(err.Error(), "-b NAME") {
+		t.Fatalf("push of a path both changed: %v", err)
+	}
+	if now, _ := r.BranchTip("main"); now != tip {
+		t.Fatalf("a refused push moved main")
+	}
+	// A new branch takes the host as it is.
+	res, err = r.Push(context.Background(), PushOptions{Dir: ws, Branch: "mine"})
+	if err != nil || res.Merged != 0 {
+		t.Fatalf("push to a new branch: %+v, %v", res, err)
+	}
+	if got := contentOf(t, r, res.Commit, "ws")["b"]; got != "host again\n" {
+		t.Errorf("b on the new branch: %q", got)
+	}
+}
+
+// A pull of an older commit, to go back to it, then a push records that
+// commit's state: the branch did not move since the sync, the sync went
+// back.
+func TestPushAfterPullingAnOldCommit(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a1\n"})
+	v1 := push(t, r, ws, "v1").Commit
+	writeFiles(t, ws, map[string]string{"a": "a2\n", "b": "b2\n"})
+	push(t, r, ws, "v2")
+	pull(t, r, ws, v1) // Branch "": not a branch's tip
+	res := push(t, r, ws, "back to v1")
+	if res.Merged != 0 {
+		t.Errorf("the push merged: %+v", res)
+	}
+	want := map[string]string{"a": "a1\n"}
+	if got := contentOf(t, r, res.Commit, "ws"); !equalMaps(got, want) {
+		t.Errorf("commit holds %v, want %v", got, want)
+	}
+}
+
+// Paths .artignore leaves out are never written by pull (it says so) and
+// keep what the branch holds at a push: an agent's build output there
+// vanished from the branch at the next push.
+func TestIgnoredPathsKeepTheBranchs(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a1\n"})
+	push(t, r, ws, "v1")
+	session := agentSession(t, r, func(dir string) {
+		writeFiles(t, dir, map[string]string{"dist/app.js": "built\n", "build.log": "log\n", "a": "agent\n"})
+	})
+	writeFiles(t, ws, map[string]string{".artignore": "*.log\ndist/\n"})
+	var lines []string
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main", Report: func(l string) { lines = append(lines, l) }}); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(lines, "\n")
+	for _, p := range []string{"build.log", "dist"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("pull wrote the ignored %s", p)
+		}
+		if !strings.Contains(out, "SKIP /ws/"+p+" (left out by .artignore") {
+			t.Errorf("pull did not say it left %s out:\n%s", p, out)
+		}
+	}
+	writeFiles(t, ws, map[string]string{"a": "host\n"})
+	res := push(t, r, ws, "after")
+	want := map[string]string{"a": "host\n", ".artignore": "*.log\ndist/\n", "dist/app.js": "built\n", "build.log": "log\n"}
+	// contentOf pulls into a directory with no .artignore of its own
+	// until it writes the commit's: every file arrives.
+	if got := contentOf(t, r, res.Commit, "ws"); !equalMaps(got, want) {
+		t.Errorf("commit holds %v, want %v", got, want)
+	}
+}
+
+// Host changes a pull would undo are conflicts: a directory's mode, a
+// deletion, a directory made where the commit has a file. (An emptied
+// workspace takes the commit whole.)
+func TestPullConflictsWithHostChanges(t *testing.T) {
+	cases := []struct {
+		name  string
+		host  func(ws string)
+		agent func(dir string) // makes the commit pulled
+		want  string
+	}{
+		{"directory chmod", func(ws string) { os.Chmod(filepath.Join(ws, "private"), 0o700) }, nil, "private (mode changed on the host to 0700; the commit has 0755)"},
+		{"file deleted", func(ws string) { os.Remove(filepath.Join(ws, "f")) }, nil, "f (deleted on the host)"},
+		{"directory deleted", func(ws string) { os.RemoveAll(filepath.Join(ws, "private")) }, nil, "private (deleted on the host)"},
+		{"file deleted, changed in the commit", func(ws string) { os.Remove(filepath.Join(ws, "f")) },
+			func(dir string) { writeFiles(t, dir, map[string]string{"f": "agent\n"}) }, "f (deleted on the host)"},
+		{"empty directory in place of a file", func(ws string) {
+			os.Remove(filepath.Join(ws, "f"))
+			os.Mkdir(filepath.Join(ws, "f"), 0o700)
+		}, nil, "f (a directory made on the host; the commit has a file there)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"f": "f1\n", "g": "g1\n", "private/x": "x\n"})
+			os.Chmod(filepath.Join(ws, "private"), 0o755)
+			push(t, r, ws, "v1")
+			agent := c.agent
+			if agent == nil {
+				agent = func(dir string) { writeFiles(t, dir, map[string]string{"g": "agent\n"}) }
+			}
+			session := agentSession(t, r, agent)
+			c.host(ws)
+			before := snapshot(t, ws)
+			_, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main"})
+			if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("pull: want a conflict %q, got %v", c.want, err)
+			}
+			if d := diffMaps(before, snapshot(t, ws)); d != "" {
+				t.Fatalf("a refused pull changed the host:\n%s", d)
+			}
+			if _, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main", Force: true}); err != nil {
+				t.Fatalf("pull --force: %v", err)
+			}
+		})
+	}
+	// A workspace emptied on the host (to pull a fresh copy) takes the
+	// commit whole, with no conflict.
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"f": "f1\n", "d/x": "x\n"})
+	v1 := push(t, r, ws, "v1").Commit
+	os.RemoveAll(ws)
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: v1, Branch: "main"}); err != nil {
+		t.Fatalf("pull into an emptied workspace: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "d/x")); string(b) != "x\n" {
+		t.Errorf("d/x after the pull: %q", b)
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
