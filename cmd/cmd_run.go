@@ -196,7 +196,7 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 		return nil
 	}
 	cfg := sandbox.Config{
-		Workspace: ws, Argv: argv, Interactive: o.interactive, Net: o.net, Env: o.env,
+		Workspace: ws, Dir: subdirOf(dir), Argv: argv, Interactive: o.interactive, Net: o.net, Env: o.env,
 		Term: os.Getenv("TERM"), Lang: os.Getenv("LANG"), User: o.user,
 		Binds: binds, Timeout: o.timeout, Memory: memory, Pids: o.pids, TaskCap: sandbox.DefaultTaskCap(), TmpSize: tmpSize,
 	}
@@ -371,6 +371,7 @@ func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, 
 		defer os.Remove(artDir)
 	}
 	cfg.Hide = []string{artDir}
+	cfg.Dir = startIn(g, dir, cfg.Workspace, cfg.Dir)
 	res, err := sandbox.Run(ctx, cfg, stdio)
 	if st != nil {
 		st.finish()
@@ -509,6 +510,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		cfg.Hide = append(cfg.Hide, dir)
 	}
 	cfg.Signals = guard.ch
+	cfg.Dir = startIn(g, filepath.Join(mnt, cfg.Workspace), cfg.Workspace, cfg.Dir)
 	res, runErr := sandbox.Run(ctx, cfg, stdio)
 	guard.record()
 	cfg.SchedGroup.Leave() // while the home is unmounted and committed
@@ -609,4 +611,35 @@ func signalName(s syscall.Signal) string {
 		return n
 	}
 	return fmt.Sprintf("signal %d", int(s))
+}
+
+// subdirOf is the current directory relative to the workspace dir, when
+// it lies below it ("" otherwise): art run started in ws/sub starts the
+// command in /home/agent/ws/sub, as git keeps a subdirectory (it started
+// at the workspace's root, and make ran the top-level Makefile).
+func subdirOf(dir string) string {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(dir, cwd)
+	if err != nil || rel == "." || !filepath.IsLocal(rel) {
+		return ""
+	}
+	return filepath.ToSlash(rel)
+}
+
+// startIn returns sub when the workspace as the sandbox sees it (wsDir,
+// on the host) has that directory, and otherwise says the command starts
+// at the workspace's root.
+func startIn(g *globals, wsDir, ws, sub string) string {
+	if sub == "" {
+		return ""
+	}
+	if sandbox.IsDirBelow(wsDir, sub) {
+		return sub
+	}
+	fmt.Fprintf(g.stderr, "art: warning: %s is not a directory in the sandbox's /home/agent/%s (left out by .artignore, or made since the last push?); starting in /home/agent/%s\n",
+		repo.QuotePath(sub), ws, ws)
+	return ""
 }

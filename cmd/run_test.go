@@ -849,3 +849,35 @@ func TestRunThatNeverStarts(t *testing.T) {
 		t.Fatalf("the mount's work: %v", got)
 	}
 }
+
+// art run started in a subdirectory of the workspace starts the command
+// there, as git keeps one (it started at the workspace's root, and make
+// ran the top-level Makefile); a subdirectory the home lacks (left out by
+// .artignore) starts it at the root, saying so. So in direct mode.
+func TestRunStartsInTheSubdirectory(t *testing.T) {
+	r := newRepo(t, map[string]string{"sub/deeper/f": "x\n", ".artignore": "build/\n"})
+	if err := os.MkdirAll(filepath.Join(r.ws, "build"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		cwd, flag, want, warn string
+	}{
+		{"sub/deeper", "", "/home/agent/WS/sub/deeper", ""},
+		{"sub", "--direct", "/home/agent/WS/sub", ""},
+		{"build", "", "/home/agent/WS", "build is not a directory in the sandbox's /home/agent/WS"},
+		{".", "", "/home/agent/WS", ""},
+	}
+	for _, c := range cases {
+		args := []string{"run", "-i=false"}
+		if c.flag != "" {
+			args = append(args, c.flag)
+		}
+		res := runArt(t, filepath.Join(r.ws, c.cwd), artEnv(), nil, append(args, "--", "pwd")...)
+		if res.code != 0 || strings.TrimSpace(res.stdout) != c.want {
+			t.Errorf("from %s %s: want %s:\n%s", c.cwd, c.flag, c.want, res)
+		}
+		if c.warn != "" && !strings.Contains(res.stderr, c.warn) {
+			t.Errorf("from %s: no word that it starts at the root:\n%s", c.cwd, res)
+		}
+	}
+}

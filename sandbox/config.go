@@ -43,6 +43,10 @@ type Config struct {
 	// Workspace is the directory inside Home the command starts in
 	// (/home/agent/<Workspace>); "" means /home/agent. It must exist.
 	Workspace string
+	// Dir is where in Workspace the command starts, relative to it (""
+	// its root): the subdirectory of the workspace art was started in,
+	// as git keeps one. The caller checks that it exists (IsDirBelow).
+	Dir string
 	// Argv is the command and its arguments, passed through unchanged. It is
 	// looked up in the sandbox's PATH; not found gives 127, not executable 126.
 	Argv []string
@@ -366,6 +370,14 @@ func makePlan(cfg Config, limits string) (*plan, error) {
 			return nil, fmt.Errorf("workspace directory %s does not exist in the sandbox home %s: create it first", ws, home)
 		}
 		cwd = GuestHome + "/" + filepath.ToSlash(ws)
+		if cfg.Dir != "" {
+			if !filepath.IsLocal(cfg.Dir) {
+				return nil, fmt.Errorf("start directory %q must be a relative path inside the workspace, without ..", cfg.Dir)
+			}
+			// The caller checked it exists (IsDirBelow): in direct mode
+			// the workspace is a bind, not yet in the home.
+			cwd += "/" + filepath.ToSlash(filepath.Clean(cfg.Dir))
+		}
 	}
 	if cfg.Memory < 0 || cfg.Pids < 0 || cfg.TmpSize < 0 || cfg.TaskCap < 0 {
 		return nil, errors.New("memory, process and tmpfs limits must not be negative")
@@ -711,4 +723,19 @@ func findSetsid() string {
 		}
 	}
 	return ""
+}
+
+// IsDirBelow reports whether rel names a directory below base reached
+// through directories only: no component is a symbolic link (which the
+// home, the agent's, could point anywhere on the host).
+func IsDirBelow(base, rel string) bool {
+	p := base
+	for _, part := range strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/") {
+		p = filepath.Join(p, part)
+		st, err := os.Lstat(p)
+		if err != nil || !st.IsDir() {
+			return false
+		}
+	}
+	return true
 }
