@@ -16,6 +16,7 @@ import (
 // ptyIO connects the caller's stdio with a fresh pty for an interactive run.
 type ptyIO struct {
 	ptmx, tty *os.File
+	ttyName   string // the pty's slave, opened again to see it drained (sendEOF)
 	stdin     io.Reader
 	stdout    io.Writer
 
@@ -35,7 +36,7 @@ func newPtyIO(stdio Stdio) (*ptyIO, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &ptyIO{ptmx: ptmx, tty: tty, stdin: stdio.Stdin, stdout: stdio.Stdout, rawFd: -1}
+	t := &ptyIO{ptmx: ptmx, tty: tty, ttyName: tty.Name(), stdin: stdio.Stdin, stdout: stdio.Stdout, rawFd: -1}
 	if t.stdout == nil {
 		t.stdout = io.Discard
 	}
@@ -153,15 +154,50 @@ func (t *ptyIO) pumpFile(f *os.File) {
 			continue
 		}
 		if err == nil { // end of input
-			t.sendEOF()
+			t.sendEOFs()
 		}
 		return
 	}
 }
 
-// sendEOF passes the end of the caller's input on as the pty's EOF character.
+// sendEOFs passes the end of the caller's input on, again every second
+// until the session ends, as a user would press Ctrl-D again: an EOF that
+// ends a partial line only sends it, and one that reaches a shell while it
+// runs a command, in canonical mode, arrives after its line editor left
+// that mode, as a NUL (script(1) hangs on both).
+func (t *ptyIO) sendEOFs() {
+	for {
+		t.sendEOF()
+		fds := []unix.PollFd{{Fd: int32(t.stopR.Fd()), Events: unix.POLLIN}}
+		if n, err := unix.Poll(fds, 1000); n == 1 || err != nil && err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// sendEOF passes the end of the caller's input on as the pty's EOF
+// character, once the command has read what came before it, as script(1)
+// does: written at once, it reached a shell before its line editor took
+// the terminal out of canonical mode, which made it a NUL, and a shell fed
+// from a pipe with -i never ended. Waiting is bounded (2 s).
 func (t *ptyIO) sendEOF() {
-	_, _ = t.ptmx.Write([]byte{4})
+	if t.ttyName != "" {
+		if fd, err := unix.Open(t.ttyName, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+			for tries := 0; tries < 20; tries++ {
+				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+				if n, _ := unix.Poll(fds, 10); n != 1 {
+					break // nothing left for the command to read
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			unix.Close(fd)
+		}
+	}
+	c := byte(4)
+	if tio, err := unix.IoctlGetTermios(int(t.ptmx.Fd()), unix.TCGETS); err == nil && tio.Lflag&unix.ICANON != 0 && tio.Cc[unix.VEOF] != 0 {
+		c = tio.Cc[unix.VEOF]
+	}
+	_, _ = t.ptmx.Write([]byte{c})
 }
 
 // finish drains the pty output after the sandbox is gone and stops input.

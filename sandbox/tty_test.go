@@ -481,3 +481,41 @@ func TestInteractiveOutputClosed(t *testing.T) {
 		t.Errorf("the agent writing to a hung-up terminal exited 0: %+v", res)
 	}
 }
+
+// The end of a piped stdin reaches an interactive command as the pty's EOF
+// once it has read what came before, and again while it runs: an EOF
+// written at once reached bash before readline took the terminal out of
+// canonical mode, became a NUL, and the session never ended; one after a
+// partial line only sent the line.
+func TestInteractivePipedStdinEnds(t *testing.T) {
+	requireBwrap(t)
+	cases := []struct {
+		name, input string
+		argv        []string
+		want        int
+	}{
+		{"shell", "echo one\n", []string{"bash", "--norc"}, 0},
+		{"shell running a command at the end", "echo one\nsleep 1; echo two\n", []string{"bash", "--norc"}, 0},
+		{"shell exit status", "exit 3\n", []string{"bash", "--norc"}, 3},
+		{"partial last line", "a\nb", []string{"cat"}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { w.WriteString(c.input); w.Close() }()
+			defer r.Close()
+			cfg := baseConfig(t, c.argv...)
+			cfg.Interactive = true
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var out bytes.Buffer
+			res, err := Run(ctx, cfg, Stdio{Stdin: r, Stdout: &out})
+			if err != nil || res.TimedOut || res.ExitCode != c.want {
+				t.Fatalf("want exit %d, got %+v %v\noutput %q", c.want, res, err, out.String())
+			}
+		})
+	}
+}
