@@ -130,8 +130,18 @@ const (
 // identity is who bwrap (and so the agent) runs as.
 type identity struct {
 	uid, gid uint32
+	groups   []uint32 // supplementary groups (a named user's, from /etc/group)
 	name     string
 	switchTo bool // the caller is root: run bwrap with these credentials
+}
+
+// credential is the process credential of the agent's user.
+func (id identity) credential() *syscall.Credential {
+	groups := id.groups
+	if groups == nil {
+		groups = []uint32{} // none, not art's own (root's)
+	}
+	return &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: groups}
 }
 
 // AgentUser reports the host uid and gid the agent runs as for Config.User =
@@ -195,6 +205,7 @@ func resolveUser(spec string) (identity, error) {
 		if u, err := lookupUserID(spec); err == nil {
 			id.gid = u.gid
 			id.name = u.name
+			id.groups = u.groups
 		}
 		return id, nil
 	}
@@ -632,7 +643,7 @@ func (p *plan) sysProcAttr(interactive bool) *syscall.SysProcAttr {
 		a.Setpgid = true
 	}
 	if p.id.switchTo {
-		a.Credential = &syscall.Credential{Uid: p.id.uid, Gid: p.id.gid, Groups: []uint32{}}
+		a.Credential = p.id.credential()
 	}
 	return a
 }

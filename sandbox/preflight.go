@@ -33,7 +33,7 @@ func CheckTools() error {
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if id.switchTo {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: []uint32{}}
+		cmd.SysProcAttr.Credential = id.credential()
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -800,5 +802,56 @@ func TestOutputFileFull(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "rc=") || strings.Contains(errOut.String(), "rc=0") {
 		t.Errorf("the agent saw no error writing to a full file: %q", errOut.String())
+	}
+}
+
+// --user U runs the agent with U's supplementary groups, as a login gives
+// them: they were dropped, and a file U reads through a group was
+// unreadable inside.
+func TestAgentUserKeepsItsGroups(t *testing.T) {
+	requireBwrap(t)
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root (only root runs the agent as another user)")
+	}
+	for _, tool := range []string{"useradd", "groupadd", "userdel", "groupdel"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("skipping: %s is missing (%v)", tool, err)
+		}
+	}
+	name := fmt.Sprintf("art%d", os.Getpid()%100000)
+	if out, err := exec.Command("groupadd", name+"g").CombinedOutput(); err != nil {
+		t.Skipf("skipping: groupadd: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("groupdel", name+"g").Run() })
+	if out, err := exec.Command("useradd", "-M", "-N", "-g", "nogroup", "-G", name+"g", name).CombinedOutput(); err != nil {
+		t.Skipf("skipping: useradd: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	// A file only the group reads, where the agent can reach it.
+	dir, err := os.MkdirTemp("", "art-groups-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("for the group\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	g, err := user.LookupGroup(name + "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	if err := os.Chown(secret, 0, gid); err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig(t, "cat", secret)
+	cfg.User = name
+	cfg.Binds = []Bind{{Host: dir, Guest: "/mnt", ReadOnly: true}}
+	cfg.Argv = []string{"cat", "/mnt/secret"}
+	o := run(t, cfg, "")
+	if o.Err != nil || o.ExitCode != 0 || o.Stdout != "for the group\n" {
+		t.Fatalf("the agent could not read its group's file: %+v", o)
 	}
 }

@@ -28,5 +28,15 @@ func toIdentity(u *user.User) (identity, error) {
 	if err1 != nil || err2 != nil {
 		return identity{}, fmt.Errorf("user %s has non-numeric ids %s:%s", u.Username, u.Uid, u.Gid)
 	}
-	return identity{uid: uint32(uid), gid: uint32(gid), name: u.Username}, nil
+	id := identity{uid: uint32(uid), gid: uint32(gid), name: u.Username}
+	// The user's supplementary groups, as a login gives them: without
+	// them a file the user reads through a group was unreadable inside.
+	if gids, err := u.GroupIds(); err == nil {
+		for _, g := range gids {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+				id.groups = append(id.groups, uint32(n))
+			}
+		}
+	}
+	return id, nil
 }
