@@ -24,6 +24,7 @@ const SchemaVersion = 3
 // Errors callers test for.
 var (
 	ErrNotRepo      = errors.New("not an art repository")
+	ErrDamaged      = errors.New("repository is damaged")
 	ErrNewerSchema  = errors.New("repository was written by a newer art")
 	ErrNoRepo       = errors.New("no art repository found")
 	ErrExists       = errors.New("repository already exists")
@@ -196,6 +197,12 @@ func Init(path string) (*Repo, error) {
 		if st.IsDir() {
 			return nil, fmt.Errorf("init %s: is a directory; -d names the repository file (e.g. -d %s)", abs, filepath.Join(abs, FileName))
 		}
+		// Say what the file is: "already exists" about a text file sent
+		// the user to use it with -d, which then said it was no
+		// repository.
+		if what := notRepoKind(abs, st); what != "" {
+			return nil, fmt.Errorf("init %s: %w (%s); art init does not overwrite it: move it away, or name a new file with -d", abs, ErrNotRepo, what)
+		}
 		return nil, fmt.Errorf("init %s: %w (use it with -d %s, or remove it first)", abs, ErrExists, abs)
 	}
 	// The repository holds everything every session wrote: only its owner
@@ -229,10 +236,73 @@ func Open(path string) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", abs, err)
 	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("open repository %s: %w: a directory; give -d the repository file, e.g. -d %s", abs, ErrNotRepo, repoFileBelow(abs))
+	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("open repository %s: %w: not a regular file", abs, ErrNotRepo)
+		return nil, fmt.Errorf("open repository %s: %w: not a regular file (%s); give -d the repository file, e.g. -d DIR/.art/art.db", abs, ErrNotRepo, st.Mode().Type())
 	}
 	return open(abs, false)
+}
+
+// notRepoAdvice is the next step after a file that is no repository: the
+// path given was wrong.
+const notRepoAdvice = "give -d (or $ART_DB) the repository file, e.g. -d DIR/.art/art.db ('art init -m DIR' creates one)"
+
+// repoFileBelow is the repository file a user who named directory dir
+// most likely meant: its .art/art.db or art.db when it holds one, else
+// dir/art.db as an example.
+func repoFileBelow(dir string) string {
+	for _, p := range []string{filepath.Join(dir, DirName, FileName), filepath.Join(dir, FileName)} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return filepath.Join(dir, FileName)
+}
+
+// sqliteHeader starts every SQLite database file.
+const sqliteHeader = "SQLite format 3\x00"
+
+// artTables are tables every art repository has (schema 1 on); a
+// database with a meta table but not these is another program's.
+const artTables = `SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN ('commits', 'refs', 'worktrees')`
+
+// notRepoKind says what the existing file at abs (stat st) is when it is
+// plainly no art repository ("an empty file", "not a SQLite
+// database", ...), or "" when it looks like one, damaged or not. It only
+// reads the file: SQLite opens it read-only and immutable, so that no
+// -wal or -shm file is made next to it and nothing in it changes.
+func notRepoKind(abs string, st os.FileInfo) string {
+	if !st.Mode().IsRegular() {
+		return fmt.Sprintf("not a regular file (%s)", st.Mode().Type())
+	}
+	if st.Size() == 0 {
+		return "an empty file"
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return "" // unreadable: let the caller's own open say why
+	}
+	hdr := make([]byte, len(sqliteHeader))
+	n, _ := f.Read(hdr)
+	f.Close()
+	if n < len(hdr) || string(hdr) != sqliteHeader {
+		return "not a SQLite database"
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	q.Set("immutable", "1")
+	db := sql.OpenDB(connector{dsn: "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + q.Encode(), drv: &sqlite.Driver{}})
+	defer db.Close()
+	var meta, tables int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'`).Scan(&meta); err != nil {
+		return "a file SQLite cannot read"
+	}
+	if err := db.QueryRow(artTables).Scan(&tables); err != nil || meta == 0 || tables < 3 {
+		return "a SQLite database without art's tables"
+	}
+	return ""
 }
 
 func open(abs string, create bool) (*Repo, error) {
@@ -246,8 +316,11 @@ func open(abs string, create bool) (*Repo, error) {
 		hdr := make([]byte, 16)
 		n, _ := f.Read(hdr)
 		f.Close()
-		if n < 16 || string(hdr) != "SQLite format 3\x00" {
-			return nil, fmt.Errorf("open repository %s: %w: the file is not an SQLite database (create one with 'art init')", abs, ErrNotRepo)
+		switch {
+		case n == 0:
+			return nil, fmt.Errorf("open repository %s: %w: an empty file; %s", abs, ErrNotRepo, notRepoAdvice)
+		case n < 16 || string(hdr) != sqliteHeader:
+			return nil, fmt.Errorf("open repository %s: %w: not a SQLite database; %s", abs, ErrNotRepo, notRepoAdvice)
 		}
 	}
 	_, walErr := os.Lstat(abs + "-wal")
@@ -276,22 +349,36 @@ func (r *Repo) migrate(create bool) error {
 	var version int
 	var hasMeta int
 	if err := r.DB.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'`).Scan(&hasMeta); err != nil {
-		return fmt.Errorf("%w: %v (is the file corrupt? 'art fsck' checks it)", ErrNotRepo, err)
+		// No art command can open it, art fsck included: only a backup
+		// helps, if it was a repository at all.
+		return fmt.Errorf("%w: a file with an SQLite header that SQLite cannot read (%v); if it was a repository, it is damaged: restore it from a backup", ErrNotRepo, err)
 	}
-	if hasMeta == 0 {
+	var artTablesFound int
+	if err := r.DB.QueryRowContext(ctx, artTables).Scan(&artTablesFound); err != nil {
+		return fmt.Errorf("read the schema: %w", err)
+	}
+	if hasMeta == 0 || artTablesFound < 3 {
 		var tables int
 		r.DB.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master`).Scan(&tables)
 		if !create || tables > 0 {
-			return fmt.Errorf("%w: the SQLite file has no art metadata (create a repository with 'art init')", ErrNotRepo)
+			return fmt.Errorf("%w: a SQLite database without art's tables; %s", ErrNotRepo, notRepoAdvice)
 		}
 	} else {
+		// art's tables with a meta table that does not say their
+		// version: a damaged repository, which no art command can
+		// open (migrating "version 0" failed on "table meta already
+		// exists"), so art fsck cannot check it either.
 		var v string
-		if err := r.DB.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='schema_version'`).Scan(&v); err != nil {
-			return fmt.Errorf("%w: no schema version: %v", ErrNotRepo, err)
+		err := r.DB.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='schema_version'`).Scan(&v)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: its meta table has no schema_version row (restore the repository from a backup)", ErrDamaged)
+		}
+		if err != nil {
+			return fmt.Errorf("read the schema version: %w", err)
 		}
 		version, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("%w: bad schema version %q", ErrNotRepo, v)
+		if err != nil || version < 1 {
+			return fmt.Errorf("%w: its schema_version is %q, which no art writes (restore the repository from a backup)", ErrDamaged, v)
 		}
 		if version > SchemaVersion {
 			return fmt.Errorf("%w: schema version %d, this art knows up to %d (upgrade art)", ErrNewerSchema, version, SchemaVersion)

@@ -145,42 +145,135 @@ func TestOpenRefusesNonRepositories(t *testing.T) {
 	db.Close()
 	badVersion := newTestRepo(t).Path
 	setSchemaVersion(t, badVersion, "one")
+	zeroVersion := newTestRepo(t).Path
+	setSchemaVersion(t, zeroVersion, "0")
+	noVersion := newTestRepo(t).Path
+	execSQL(t, noVersion, `DELETE FROM meta WHERE key='schema_version'`)
 
 	header := []byte("SQLite format 3\x00")
 	corrupt := append(append([]byte(nil), header...), []byte(strings.Repeat("garbage!", 1000))...)
+	// Each says what the file is and what to do: a file that is no
+	// repository gets "give -d the repository file", a damaged
+	// repository which row is wrong and to restore it. Before, an empty
+	// file was "not an SQLite database (create one with 'art init')",
+	// which then refused it as an existing repository, and a damaged
+	// repository got "sql: no rows in result set".
 	tests := []struct {
 		name string
 		path string
+		want error
+		says []string
 	}{
-		{"text file", mk("notes.txt", []byte("hello, not a database\n"))},
-		{"empty file", mk("empty.db", nil)},
-		{"header only", mk("header.db", header)},
-		{"corrupt sqlite", mk("corrupt.db", corrupt)},
-		{"sqlite without art tables", foreign},
-		{"sqlite in WAL mode without art tables", foreignWAL},
-		{"sqlite with an empty meta table", withMeta},
-		{"non-numeric schema version", badVersion},
+		{"text file", mk("notes.txt", []byte("hello, not a database\n")), ErrNotRepo, []string{"not a SQLite database", "give -d"}},
+		{"empty file", mk("empty.db", nil), ErrNotRepo, []string{"an empty file", "give -d"}},
+		{"header only", mk("header.db", header), ErrNotRepo, []string{"SQLite cannot read"}},
+		{"corrupt sqlite", mk("corrupt.db", corrupt), ErrNotRepo, []string{"SQLite cannot read", "backup"}},
+		{"sqlite without art tables", foreign, ErrNotRepo, []string{"a SQLite database without art's tables", "give -d"}},
+		{"sqlite in WAL mode without art tables", foreignWAL, ErrNotRepo, []string{"without art's tables"}},
+		{"sqlite with an empty meta table", withMeta, ErrNotRepo, []string{"without art's tables"}},
+		{"non-numeric schema version", badVersion, ErrDamaged, []string{`schema_version is "one"`, "backup"}},
+		{"schema version 0", zeroVersion, ErrDamaged, []string{`schema_version is "0"`, "backup"}},
+		{"no schema version", noVersion, ErrDamaged, []string{"no schema_version row", "backup"}},
+		{"directory", dir, ErrNotRepo, []string{"a directory", "give -d the repository file, e.g. -d " + filepath.Join(dir, "art.db")}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := filesState(t, tc.path)
+			var before string
+			if tc.path != dir {
+				before = filesState(t, tc.path)
+			}
 			r, err := Open(tc.path)
 			if err == nil {
 				r.Close()
 			}
-			mustFail(t, err, ErrNotRepo)
-			if after := filesState(t, tc.path); after != before {
-				t.Fatalf("the file was modified or got companions:\n%s\n%s", before, after)
+			mustFail(t, err, tc.want)
+			if tc.path != dir {
+				if after := filesState(t, tc.path); after != before {
+					t.Fatalf("the file was modified or got companions:\n%s\n%s", before, after)
+				}
 			}
 			if !strings.Contains(err.Error(), tc.path) {
 				t.Errorf("the message does not name the file: %v", err)
 			}
+			for _, w := range tc.says {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the message lacks %q: %v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "sql:") || strings.Contains(err.Error(), "SQL logic") {
+				t.Errorf("the message shows Go's or SQLite's internals: %v", err)
+			}
+			if tc.path == dir {
+				return
+			}
+			// art init on it: not "repository already exists" (which
+			// sent the user back to -d) for what is none; the file
+			// is left as it was.
+			_, err = Init(tc.path)
+			if err == nil {
+				t.Fatal("Init over it succeeded")
+			}
+			if tc.want == ErrNotRepo && (errors.Is(err, ErrExists) || !strings.Contains(err.Error(), "does not overwrite it")) {
+				t.Errorf("Init over a file that is no repository: %v", err)
+			}
+			if tc.want == ErrDamaged && !errors.Is(err, ErrExists) {
+				t.Errorf("Init over a damaged repository: %v", err)
+			}
+			if after := filesState(t, tc.path); after != before {
+				t.Fatalf("Init modified the file or gave it companions:\n%s\n%s", before, after)
+			}
 		})
 	}
-	_, err = Open(dir)
-	mustFail(t, err, ErrNotRepo)
+	// A directory holding a repository: -d is pointed at its file.
+	ws := t.TempDir()
+	inner, err := Init(filepath.Join(ws, DirName, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner.Close()
+	if _, err := Open(ws); err == nil || !strings.Contains(err.Error(), "-d "+inner.Path) {
+		t.Errorf("Open of a workspace directory does not point at its repository: %v", err)
+	}
 	_, err = Open(filepath.Join(dir, "missing.db"))
 	mustFail(t, err, os.ErrNotExist)
+}
+
+// execSQL runs statements on a database file without any of art's checks.
+func execSQL(t *testing.T, path string, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, st := range stmts {
+		if _, err := db.Exec(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A repository without its head row is damaged: reading HEAD says so,
+// and moving it fails instead of updating nothing (art checkout said it
+// had switched, exit 0, with HEAD as unreadable as before).
+func TestMissingHeadRow(t *testing.T) {
+	r := newTestRepo(t)
+	execSQL(t, r.Path, `DELETE FROM meta WHERE key='head'`)
+	_, err := r.Head()
+	mustFail(t, err, ErrDamaged)
+	if !strings.Contains(err.Error(), "no head row") || !strings.Contains(err.Error(), "art fsck") || strings.Contains(err.Error(), "sql:") {
+		t.Errorf("Head: %v", err)
+	}
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	err = tx.SetHead(Head{Branch: "main"})
+	mustFail(t, err, ErrDamaged)
+	if !strings.Contains(err.Error(), "update HEAD") || !strings.Contains(err.Error(), "no head row") {
+		t.Errorf("SetHead: %v", err)
+	}
 }
 
 func TestInitAndReopen(t *testing.T) {

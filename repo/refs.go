@@ -76,7 +76,11 @@ type querier interface {
 
 func readHead(q querier) (Head, error) {
 	var v string
-	if err := q.QueryRow(`SELECT value FROM meta WHERE key='head'`).Scan(&v); err != nil {
+	err := q.QueryRow(`SELECT value FROM meta WHERE key='head'`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Head{}, errNoHeadRow("read HEAD")
+	}
+	if err != nil {
 		return Head{}, fmt.Errorf("read HEAD: %w", err)
 	}
 	if b, ok := strings.CutPrefix(v, "ref:"); ok {
@@ -217,11 +221,25 @@ func (tx *Tx) SetHead(h Head) error {
 			return fmt.Errorf("update HEAD: %w", err)
 		}
 	}
-	_, err := tx.Exec(`UPDATE meta SET value=? WHERE key='head'`, v)
+	res, err := tx.Exec(`UPDATE meta SET value=? WHERE key='head'`, v)
 	if err != nil {
 		return fmt.Errorf("update HEAD: %w", err)
 	}
+	// No row updated is a repository without HEAD, which art never
+	// writes: art checkout said it had switched while nothing changed.
+	// The row is not made here: whatever removed it may have damaged
+	// more, which art fsck shows.
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("update HEAD: %w", err)
+	} else if n == 0 {
+		return errNoHeadRow("update HEAD")
+	}
 	return nil
+}
+
+// errNoHeadRow is the error for a meta table without its head row.
+func errNoHeadRow(op string) error {
+	return fmt.Errorf("%s: %w: its meta table has no head row (see what else is wrong with 'art fsck'; restore the repository from a backup)", op, ErrDamaged)
 }
 
 // Advance records a new commit on the branch HEAD points to, or moves a

@@ -23,6 +23,8 @@ func (r *Repo) Resolve(rev string) (objects.ID, error) {
 		return objects.Zero, err
 	}
 	for suffix != "" {
+		// done is the revision up to this suffix, for messages.
+		done := rev[:len(rev)-len(suffix)]
 		op := suffix[0]
 		if op != '~' && op != '^' {
 			return objects.Zero, fmt.Errorf("%w %q: unexpected %q after a ~ or ^ (use REV~N or REV^N)", ErrUnknownRev, rev, suffix)
@@ -42,15 +44,26 @@ func (r *Repo) Resolve(rev string) (objects.ID, error) {
 		suffix = suffix[j:]
 		if op == '~' {
 			for i := 0; i < n; i++ {
-				if id, err = r.parent(id, 1, rev); err != nil {
+				c, err := r.LoadCommit(id)
+				if err != nil {
 					return objects.Zero, err
 				}
+				if len(c.Parents) == 0 {
+					// Said as a count of the history: "commit X has 0
+					// parent(s)" left the user to work out how far
+					// back HEAD~N may go.
+					if i == 0 {
+						return objects.Zero, fmt.Errorf("%w %q: %s is the first commit of its history (see 'art log %s')", ErrUnknownRev, rev, done, done)
+					}
+					return objects.Zero, fmt.Errorf("%w %q: the history of %s has only %s before it (see 'art log %s')", ErrUnknownRev, rev, done, plural(i, "commit"), done)
+				}
+				id = c.Parents[0]
 			}
 		} else {
 			if n == 0 {
 				continue
 			}
-			if id, err = r.parent(id, n, rev); err != nil {
+			if id, err = r.parent(id, n, rev, done); err != nil {
 				return objects.Zero, err
 			}
 		}
@@ -66,13 +79,14 @@ func splitRev(rev string) (string, string) {
 	return rev[:i], rev[i:]
 }
 
-func (r *Repo) parent(id objects.ID, n int, rev string) (objects.ID, error) {
+// parent is the nth parent of commit id, which revision done names.
+func (r *Repo) parent(id objects.ID, n int, rev, done string) (objects.ID, error) {
 	c, err := r.LoadCommit(id)
 	if err != nil {
 		return objects.Zero, err
 	}
 	if n > len(c.Parents) {
-		return objects.Zero, fmt.Errorf("%w %q: commit %s has %d parent(s)", ErrUnknownRev, rev, id.Short(), len(c.Parents))
+		return objects.Zero, fmt.Errorf("%w %q: %s (%s) has %s, so no ^%d (see 'art show %s')", ErrUnknownRev, rev, done, id.Short(), plural(len(c.Parents), "parent"), n, done)
 	}
 	return c.Parents[n-1], nil
 }
@@ -104,6 +118,12 @@ func (r *Repo) resolveBase(base string) (objects.ID, error) {
 	}
 	if len(base) >= 4 && len(base) <= 64 && isHex(base) {
 		return r.resolvePrefix(strings.ToLower(base))
+	}
+	if len(base) < 4 && isHex(base) {
+		// Even when it matches one commit: shorter prefixes are not
+		// looked up, and "not a branch, HEAD or commit id" about the
+		// first digits of one hid why.
+		return objects.Zero, fmt.Errorf("%w %q: not a branch or HEAD, and a commit id prefix needs at least 4 hex digits (see 'art log --all')", ErrUnknownRev, base)
 	}
 	return objects.Zero, fmt.Errorf("%w %q: not a branch, HEAD or commit id (see 'art branch' and 'art log --all')", ErrUnknownRev, base)
 }

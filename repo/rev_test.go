@@ -146,6 +146,24 @@ func TestResolve(t *testing.T) {
 			}
 		})
 	}
+	// Errors say why and what to look at: how much history there is,
+	// not "commit X has 0 parent(s)"; that a prefix of a commit id is
+	// too short, not that it is no commit id.
+	for _, tc := range []struct{ rev, says string }{
+		{"HEAD~4", `unknown revision "HEAD~4": the history of HEAD has only 3 commits before it (see 'art log HEAD')`},
+		{"HEAD~100", "the history of HEAD has only 3 commits before it"},
+		{"HEAD^2~2", `unknown revision "HEAD^2~2": the history of HEAD^2 has only 1 commit before it (see 'art log HEAD^2')`},
+		{c1.String()[:12] + "~1", "is the first commit of its history (see 'art log " + c1.String()[:12] + "')"},
+		{"HEAD^3", `unknown revision "HEAD^3": HEAD (` + merge.Short() + `) has 2 parents, so no ^3 (see 'art show HEAD')`},
+		{"HEAD~1^2", "HEAD~1 (" + c3.Short() + ") has 1 parent, so no ^2"},
+		{c2.String()[:3], `unknown revision "` + c2.String()[:3] + `": not a branch or HEAD, and a commit id prefix needs at least 4 hex digits (see 'art log --all')`},
+		{"nope", "not a branch, HEAD or commit id"},
+	} {
+		_, err := r.Resolve(tc.rev)
+		if err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("Resolve(%q) = %v; want it to say %q", tc.rev, err, tc.says)
+		}
+	}
 	// The ambiguity error lists the candidates with their messages.
 	_, err := r.Resolve(prefix)
 	for _, want := range []string{a1.String()[:16], a2.String()[:16], m1, m2, "use more digits"} {
