@@ -23,6 +23,15 @@ func newInitCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A workspace push and run refuse (/, whose base name names
+			// nothing in the home) is refused before anything is made:
+			// init -m / made /.art/art.db, which no command could then
+			// use. With -d alone the repository is not in a workspace.
+			if g.db == "" || c.Flags().Changed("mount") {
+				if _, err := repo.WorkspaceName(abs); err != nil {
+					return err
+				}
+			}
 			path := g.db
 			if path == "" {
 				path = filepath.Join(abs, repo.DirName, repo.FileName)

@@ -9,13 +9,17 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"runtime/pprof"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/artproject/art/repo"
 )
@@ -156,6 +160,7 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 		Version:       repo.Version,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		err = plainFlagValueError(err)
 		if c == root || c.Name() == "run" {
 			// A bad flag of art run (or bare art) is art failing before
 			// the command started: 125, so that it cannot be mistaken for
@@ -170,6 +175,12 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 	root.Flags().StringVarP(&g.db, "db", "d", "", "repository file (default $ART_DB, else .art/art.db above the workspace)")
 	root.Args = cobra.ArbitraryArgs
 	root.RunE = func(c *cobra.Command, args []string) error {
+		// After --, the words are the command whatever they look like.
+		if len(args) > 0 && c.ArgsLenAtDash() != 0 {
+			if err := refuseMistypedCommand(c, args[0]); err != nil {
+				return err
+			}
+		}
 		ro.dir = g.defaultWorkspace(c, ro.dir)
 		return runMain(c.Context(), g, ro, args)
 	}
@@ -188,6 +199,11 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 		if check := c.Args; check != nil {
 			c.Args = func(c *cobra.Command, args []string) error {
 				if err := check(c, args); err != nil {
+					// cobra.NoArgs says `unknown command "x" for "art
+					// init"`: it is an argument the command does not take.
+					if strings.HasPrefix(err.Error(), "unknown command ") && len(args) > 0 {
+						err = fmt.Errorf("%s takes no arguments, got %q", c.CommandPath(), args[0])
+					}
 					return &flagError{err}
 				}
 				return nil
@@ -195,7 +211,93 @@ own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 		}
 		root.AddCommand(c)
 	}
+	root.SetHelpCommand(newHelpCmd(root))
+	// The usage line of art itself says what bare words do: cobra's
+	// "art [flags]" and "art [command]" read as if only art's commands
+	// were taken.
+	tmpl := root.UsageTemplate()
+	const stock = "Usage:{{if .Runnable}}\n  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}\n  {{.CommandPath}} [command]{{end}}"
+	if !strings.HasPrefix(tmpl, stock) {
+		panic("cobra's usage template changed; update newRootCmd")
+	}
+	root.SetUsageTemplate(`Usage:{{if not .HasParent}}
+  art [flags] [command...]  run command (default: bash) in the sandbox, as 'art run' does
+  art COMMAND [flags]       run one of art's commands, below{{else}}` + strings.TrimPrefix(stock, "Usage:") + "{{end}}" + strings.TrimPrefix(tmpl, stock))
 	return root
+}
+
+// refuseMistypedCommand refuses bare 'art NAME' when NAME is no program
+// on PATH but close to one of art's commands: 'art stauts' ran stauts in
+// the sandbox, failed with 127 and recorded a session. Bare words still
+// run (art make test), and 'art run -- NAME' or 'art -- NAME' runs
+// anything.
+func refuseMistypedCommand(root *cobra.Command, name string) error {
+	if strings.Contains(name, "/") {
+		return nil
+	}
+	if _, err := exec.LookPath(name); err == nil {
+		return nil
+	}
+	if root.SuggestionsMinimumDistance <= 0 {
+		root.SuggestionsMinimumDistance = 2 // cobra's default, set only where it suggests itself
+	}
+	sugg := root.SuggestionsFor(name)
+	if len(sugg) == 0 {
+		return nil
+	}
+	// Commands the word begins first: "pul" is more likely pull than push.
+	sort.SliceStable(sugg, func(i, j int) bool {
+		return strings.HasPrefix(sugg[i], name) && !strings.HasPrefix(sugg[j], name)
+	})
+	quoted := make([]string, len(sugg))
+	for i, s := range sugg {
+		quoted[i] = strconv.Quote(s)
+	}
+	return usageErr("unknown command %q for \"art\"; did you mean %s? (to run a program of that name in the sandbox: art run -- %s)", name, strings.Join(quoted, " or "), name)
+}
+
+// newHelpCmd is 'art help [COMMAND]'. cobra's own printed art's help and
+// exited 0 for any topic: bare art takes any word as a command to run,
+// so every word "found" art itself.
+func newHelpCmd(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(c *cobra.Command, args []string) error {
+			target, rest, err := root.Find(args)
+			if err != nil || target == nil || len(rest) > 0 {
+				return usageErr("unknown help topic %q (art's commands are listed by 'art --help')", strings.Join(args, " "))
+			}
+			return target.Help()
+		},
+	}
+}
+
+// plainFlagValueError says what a flag's value should have been instead
+// of Go's parse error ("strconv.ParseInt: parsing "abc": invalid syntax").
+func plainFlagValueError(err error) error {
+	var ive *pflag.InvalidValueError
+	if !errors.As(err, &ive) {
+		return err
+	}
+	f := ive.GetFlag()
+	name := "--" + f.Name
+	if f.Shorthand != "" {
+		name = "-" + f.Shorthand + "/--" + f.Name
+	}
+	var ne *strconv.NumError
+	switch t := f.Value.Type(); {
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+			return fmt.Errorf("%s %q: out of range", name, ive.GetValue())
+		}
+		return fmt.Errorf("%s %q: not a whole number", name, ive.GetValue())
+	case t == "duration":
+		return fmt.Errorf("%s %q: not a duration (a number with a unit: 30s, 10m, 2h)", name, ive.GetValue())
+	case t == "bool":
+		return fmt.Errorf("%s %q: not true or false", name, ive.GetValue())
+	}
+	return err
 }
 
 // defaultWorkspace is the workspace a command uses: dir (-m) when given;
