@@ -3,6 +3,7 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"strings"
@@ -74,6 +75,12 @@ the agent's home the same way.`,
 					return errors.New("HEAD is detached; name a branch with -b (create one with 'art branch NAME')")
 				}
 				branch = h.Branch
+			}
+			// An invalid name first: "no such branch bad..x (create it
+			// with 'art branch bad..x')" sent the user to a command
+			// that refuses the name.
+			if err := repo.CheckBranchName(branch); err != nil {
+				return err
 			}
 			tip, err := r.BranchTip(branch)
 			if err != nil {
@@ -319,7 +326,15 @@ commit: the way to keep the work when its branch moved meanwhile.`,
 				}
 				return errors.New("nothing to commit: no interrupted worktree (see 'art status')")
 			}
-			return commitWorktree(g, r, wt, msg, branch)
+			// What would refuse the commit is checked before the
+			// claim: claiming and opening the worktree replays its
+			// journal into SQLite, clears its owner and marks it
+			// updated, so a refused 'commit -b main' changed the
+			// repository. The fold checks again under the write lock.
+			if err := checkCommitTarget(r, wt, branch); err != nil {
+				return err
+			}
+			return commitWorktree(g, r, wt, msg, branch, g.stdout)
 		},
 	}
 	c.Flags().StringVarP(&msg, "message", "M", "", "commit message (default: the session's, marked interrupted)")
@@ -331,7 +346,10 @@ commit: the way to keep the work when its branch moved meanwhile.`,
 // commitWorktree records an interrupted worktree as a commit.
 // With branch set, the commit goes on that new branch, started at the
 // worktree's base.
-func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg, branch string) (err error) {
+// The result line goes to out: stdout for art commit, as push and mount
+// print theirs; stderr when another command records a dead session in
+// passing (its stdout is its own output).
+func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg, branch string, out io.Writer) (err error) {
 	// Claimed first: another command may be recovering it too, or a
 	// session resuming it (repo.ClaimWorktree).
 	if err := r.ClaimWorktree(wt); err != nil {
@@ -366,6 +384,33 @@ func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg, branch str
 	if branch == "" {
 		branch = wt.Branch
 	}
-	fmt.Fprintf(g.stderr, "[%s %s] %s\n", branch, id.Short(), firstLine(msg))
+	fmt.Fprintf(out, "[%s %s] %s\n", branch, id.Short(), firstLine(msg))
+	return nil
+}
+
+// checkCommitTarget refuses, before anything is touched, a commit of
+// worktree wt that overlay's fold would refuse: on a new branch (-b) an
+// invalid or existing name, on the worktree's own branch one that is gone
+// or has moved from the worktree's base. The messages are the fold's.
+func checkCommitTarget(r *repo.Repo, wt *repo.Worktree, branch string) error {
+	if branch != "" {
+		if err := repo.CheckBranchName(branch); err != nil {
+			return err
+		}
+		if tip, err := r.BranchTip(branch); err == nil {
+			return fmt.Errorf("commit worktree #%d: branch %s already exists (at %s); name a new branch", wt.ID, branch, tip.Short())
+		} else if !errors.Is(err, repo.ErrNoBranch) {
+			return err
+		}
+		return nil
+	}
+	tip, err := r.BranchTip(wt.Branch)
+	if err != nil {
+		return fmt.Errorf("commit worktree #%d: %w", wt.ID, err)
+	}
+	if tip != wt.Base {
+		return fmt.Errorf("commit worktree #%d: branch %s moved from %s to %s while the worktree was open; record the work on a new branch with 'art commit --worktree %d -b NEW'",
+			wt.ID, wt.Branch, wt.Base.Short(), tip.Short(), wt.ID)
+	}
 	return nil
 }

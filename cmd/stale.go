@@ -44,7 +44,7 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 		} else if done {
 			fmt.Fprintf(g.stderr, "art: removed the stale mount of interrupted worktree #%d at %s (record its changes with 'art commit --worktree %d')\n", w.ID, w.Mountpoint, w.ID)
 		}
-		r.SetWorktreeState(w, repo.StateInterrupted)
+		r.MarkInterrupted(w)
 		if w.Kind == "run" {
 			// The mount point of a run is art's own temporary directory
 			// (the dead art could not remove it); Remove only takes it
@@ -56,7 +56,7 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 			sandbox.RemoveStaleSchedGroups()
 			// Every session is a commit: record the one art was killed in,
 			// with what it wrote up to its last flush.
-			if err := commitWorktree(g, r, w, "", ""); errors.Is(err, repo.ErrWorktreeTaken) {
+			if err := commitWorktree(g, r, w, "", "", g.stderr); errors.Is(err, repo.ErrWorktreeTaken) {
 				continue // another art command records it, or resumed it
 			} else if err != nil {
 				fmt.Fprintf(g.stderr, "art: warning: could not record interrupted session #%d: %s (try 'art commit --worktree %d')\n", w.ID, repo.EscapeControls(err.Error()), w.ID)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -429,7 +430,7 @@ func TestCrash(t *testing.T) {
 		t.Errorf("art status does not show the interrupted worktree:\n%v", r)
 	}
 	r = artOK(t, c.tmp, "commit", "-d", c.db)
-	if !strings.Contains(r.stdout+r.stderr, "[main ") {
+	if !strings.HasPrefix(r.stdout, "[main ") {
 		t.Errorf("art commit: %v", r)
 	}
 	artOK(t, c.tmp, "fsck", "-d", c.db)
@@ -523,6 +524,9 @@ func TestMountBadInput(t *testing.T) {
 		{"already a mount", []string{"mount", "-b", "main", busy.Dir}, []string{"already a mount point", "unmount"}, nil},
 		{"missing branch", []string{"mount", "-b", "nosuch", other}, []string{"nosuch", "art branch"}, nil},
 		{"bad branch name", []string{"mount", "-b", "../x", other}, []string{"x"}, nil},
+		// Not "no such branch (create it with 'art branch bad..x')",
+		// which refuses the name.
+		{"invalid branch name", []string{"mount", "-b", "bad..x", other}, []string{`invalid branch name "bad..x": contains '..'`}, nil},
 		{"nothing to commit", []string{"commit"}, []string{"nothing to commit"}, nil},
 		{"unknown worktree", []string{"commit", "--worktree", "99"}, []string{"99"}, nil},
 		{"second live mount on the branch", []string{"mount", "-b", "main", other}, []string{"in use", "-b"}, func(t *testing.T) {
@@ -703,6 +707,43 @@ func TestCrashResume(t *testing.T) {
 	}
 }
 
+// rawWorktreeState is every column of the worktrees rows, the size of
+// their upper layers and their journals' content: what claiming a
+// worktree changes and c.state() does not show.
+func rawWorktreeState(t *testing.T, db string) string {
+	t.Helper()
+	r, err := repo.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rows, err := r.DB.Query(`SELECT id, branch, hex(base), pid, pid_start, mountpoint, state, kind, session, next_ino, created, updated,
+		(SELECT count(*) FROM upper_inodes i WHERE i.wt=w.id), (SELECT count(*) FROM upper_dirents d WHERE d.wt=w.id), (SELECT count(*) FROM upper_blocks b WHERE b.wt=w.id)
+		FROM worktrees w ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		v := make([]any, 15)
+		p := make([]any, len(v))
+		for i := range v {
+			p[i] = &v[i]
+		}
+		if err := rows.Scan(p...); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(&b, v...)
+		j, _ := os.ReadFile(fmt.Sprintf("%s-wt%v.journal", db, v[0]))
+		fmt.Fprintf(&b, "journal %x\n", sha256.Sum256(j))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
 // A branch with a live worktree refuses a push (the worktree's commit at
 // its end would find the branch moved). When the branch moved anyway
 // (here: a push while the worktree was interrupted), 'art commit' says so
@@ -732,6 +773,12 @@ func TestMovedBranchWorkGoesToNewBranch(t *testing.T) {
 	}
 	artOK(t, c.tmp, "push", "-d", c.db, "-m", c.host, "-q")
 	mainTip := artOK(t, c.tmp, "log", "-d", c.db, "--oneline", "-n", "1", "main").stdout
+	// Each refused commit leaves the repository as it was, the worktree's
+	// row, upper layer and journal included: they used to be claimed
+	// (journal replayed, owner cleared, updated bumped) before the
+	// branch was checked.
+	artOK(t, c.tmp, "status", "-d", c.db) // removes the dead mount
+	before = rawWorktreeState(t, c.db)
 	r = art(t, c.tmp, "commit", "-d", c.db)
 	if r.code == 0 || !strings.Contains(r.stderr, "moved") || !strings.Contains(r.stderr, "-b NEW") {
 		t.Fatalf("art commit on a moved branch: %v", r)
@@ -739,8 +786,15 @@ func TestMovedBranchWorkGoesToNewBranch(t *testing.T) {
 	if r := art(t, c.tmp, "commit", "-d", c.db, "-b", "main"); r.code == 0 || !strings.Contains(r.stderr, "already exists") {
 		t.Fatalf("art commit -b naming an existing branch: %v", r)
 	}
+	if r := art(t, c.tmp, "commit", "-d", c.db, "-b", "bad..x"); r.code == 0 || !strings.Contains(r.stderr, `invalid branch name "bad..x"`) {
+		t.Fatalf("art commit -b naming an invalid branch: %v", r)
+	}
+	if after := rawWorktreeState(t, c.db); after != before {
+		t.Fatalf("the refused commits changed the repository:\n%s\n---\n%s", before, after)
+	}
 	r = artOK(t, c.tmp, "commit", "-d", c.db, "-b", "rescued")
-	if !strings.Contains(r.stderr, "[rescued ") {
+	// The result on stdout, as push and mount print theirs.
+	if !strings.HasPrefix(r.stdout, "[rescued ") {
 		t.Errorf("art commit -b: %v", r)
 	}
 	if got := artOK(t, c.tmp, "log", "-d", c.db, "--oneline", "-n", "1", "main").stdout; got != mainTip {
