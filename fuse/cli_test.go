@@ -521,7 +521,10 @@ func TestMountBadInput(t *testing.T) {
 		{"missing mount point", []string{"mount", "-b", "main", filepath.Join(c.tmp, "nope")}, []string{"mount point", "no such file", "create an empty directory"}, nil},
 		{"not a directory", []string{"mount", "-b", "main", file}, []string{"not a directory"}, nil},
 		{"not empty", []string{"mount", "-b", "main", full}, []string{"not empty"}, nil},
-		{"already a mount", []string{"mount", "-b", "main", busy.Dir}, []string{"already a mount point", "unmount"}, nil},
+		{"already a mount", []string{"mount", "-b", "main", busy.Dir}, []string{"already a mount point of art", "fusermount3 -u " + busy.Dir}, nil},
+		// Not "unmount it first: fusermount3 -u /proc": fusermount3 is
+		// advice for FUSE mounts only.
+		{"a mount point of another filesystem", []string{"mount", "-b", "main", "/proc"}, []string{"already a mount point (proc); choose an empty directory that is not a mount point"}, nil},
 		{"missing branch", []string{"mount", "-b", "nosuch", other}, []string{"nosuch", "art branch"}, nil},
 		{"bad branch name", []string{"mount", "-b", "../x", other}, []string{"x"}, nil},
 		// Not "no such branch (create it with 'art branch bad..x')",

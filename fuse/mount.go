@@ -37,7 +37,7 @@ func CheckMountpoint(dir string) (string, error) {
 		if err := syscall.Statfs(abs, &sfs); deadServer(err) {
 			return "", dead(err)
 		}
-		return "", fmt.Errorf("mount point %s: already a mount point (unmount it first: fusermount3 -u %s)", abs, abs)
+		return "", fmt.Errorf("mount point %s: %s", abs, mountedAdvice(abs))
 	}
 	f, err := os.Open(abs)
 	if err != nil {
@@ -49,6 +49,25 @@ func CheckMountpoint(dir string) (string, error) {
 		return "", fmt.Errorf("mount point %s: not empty (mount on an empty directory)", abs)
 	}
 	return abs, nil
+}
+
+// mountedAdvice says what is mounted at mount point abs and what to do.
+// fusermount3 -u is advised for a FUSE mount only: "unmount it first:
+// fusermount3 -u /" was the advice for / and /proc.
+func mountedAdvice(abs string) string {
+	fstype := ""
+	if mounts, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(abs)); err == nil && len(mounts) > 0 {
+		fstype = mounts[len(mounts)-1].FSType // the topmost one
+	}
+	switch {
+	case fstype == "fuse.art":
+		return fmt.Sprintf("already a mount point of art (another art mount or session serves it; end that, or unmount it: fusermount3 -u %s)", abs)
+	case strings.HasPrefix(fstype, "fuse.") || fstype == "fuse" || fstype == "fuseblk":
+		return fmt.Sprintf("already a mount point (%s; unmount it first: fusermount3 -u %s, or choose an empty directory that is not a mount point)", fstype, abs)
+	case fstype != "":
+		return fmt.Sprintf("already a mount point (%s); choose an empty directory that is not a mount point", fstype)
+	}
+	return "already a mount point; choose an empty directory that is not a mount point"
 }
 
 // IsMountpoint reports whether dir is a mount point of this mount namespace.
