@@ -88,9 +88,9 @@ func addRunFlags(c *cobra.Command, o *runOptions) {
 	f.BoolVar(&o.net, "net", false, "share the host network")
 	f.BoolVar(&o.direct, "direct", false, "bind the host workspace read-write; record nothing")
 	f.StringArrayVar(&o.env, "env", nil, "set KEY=VALUE inside the sandbox (repeatable)")
-	f.DurationVar(&o.timeout, "timeout", 0, "end the sandbox after this long (SIGTERM, then SIGKILL 2s later; exit 124), e.g. 30s, 10m")
-	f.StringVar(&o.memory, "memory", "", "memory limit, e.g. 512M, 2G")
-	f.IntVar(&o.pids, "pids", 0, "process limit (default: processes and threads capped, as RLIMIT_NPROC, at a quarter of the host's pid_max, at most 16384)")
+	f.DurationVar(&o.timeout, "timeout", 0, "end the sandbox after this long (SIGTERM, then SIGKILL 2s later; exit 124), e.g. 30s, 10m; 0: no limit")
+	f.StringVar(&o.memory, "memory", "", "memory limit, e.g. 512M, 2G (a plain number is bytes; at least 1M)")
+	f.IntVar(&o.pids, "pids", 0, "process limit; 0: processes and threads capped, as RLIMIT_NPROC, at a quarter of the host's pid_max, at most 16384")
 	f.StringVar(&o.tmpSize, "tmp-size", "", "size of each of the sandbox's in-memory /tmp, /dev/shm and /run, e.g. 2G; 0 for the kernel's default (default: a quarter of RAM; art as root only)")
 	f.StringVar(&o.user, "user", "", "host user the agent runs as when art runs as root (default nobody)")
 	f.BoolVar(&o.trace, "trace", false, "trace the agent's syscalls")
@@ -117,6 +117,18 @@ func newRunCmd(g *globals) *cobra.Command {
 	return c
 }
 
+// minMemory is the least --memory art accepts: below it no program
+// starts (the dynamic loader alone maps more).
+const minMemory = 1 << 20
+
+// plainBytes is "512 bytes" or "1 byte".
+func plainBytes(n int64) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 // exitWith ends the command with a status and no message.
 func exitWith(code int) error {
 	if code == 0 {
@@ -139,17 +151,25 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 			argv = []string{"sh"}
 		}
 	}
+	// 0, the flags' default, is no limit of one's own (--pids 0: the
+	// default cap), as their help says.
 	if o.timeout < 0 {
-		return runFail(fmt.Errorf("--timeout %s: must be positive", o.timeout))
+		return runFail(fmt.Errorf("--timeout %s: must be positive (0: no limit)", o.timeout))
 	}
 	if o.pids < 0 {
-		return runFail(fmt.Errorf("--pids %d: must be positive", o.pids))
+		return runFail(fmt.Errorf("--pids %d: must be positive (0: the default cap)", o.pids))
 	}
 	var memory int64
 	if o.memory != "" {
 		m, err := sandbox.ParseSize(o.memory)
 		if err != nil {
 			return runFail(fmt.Errorf("--memory %q: %w", o.memory, err))
+		}
+		// A plain number is bytes: --memory 512 meant 512M, and the
+		// sandbox died of SIGSEGV before the command started, recorded
+		// as the command's own crash.
+		if m < minMemory {
+			return runFail(fmt.Errorf("--memory %s is %s, too little to start a program; give a unit, e.g. --memory %sM", o.memory, plainBytes(m), strings.TrimSpace(o.memory)))
 		}
 		memory = m
 	}

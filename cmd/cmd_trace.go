@@ -71,7 +71,7 @@ or sandbox pid). 'art show REV --trace-summary' condenses the log.`,
 					names[i] = strings.TrimSpace(names[i])
 				}
 				if _, err := tracer.Lookup(names); err != nil {
-					return usageErr("--syscalls: %v", err)
+					return usageErr("--syscalls: %v%s", err, syscallNamesHint)
 				}
 				keep = map[string]bool{}
 				for _, n := range names {

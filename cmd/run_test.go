@@ -525,6 +525,14 @@ func TestRunBadInput(t *testing.T) {
 		{"--timeout abc", []string{"run", "-i=false", "--timeout", "abc"}, nil, []string{"--timeout", `"abc"`}},
 		{"--timeout negative", []string{"run", "-i=false", "--timeout", "-1s"}, nil, []string{"--timeout"}},
 		{"--memory 12Q", []string{"run", "-i=false", "--memory", "12Q"}, nil, []string{"--memory", "12Q"}},
+		// A plain number is bytes: --memory 512 ran the sandbox with 512
+		// bytes, which died of SIGSEGV, recorded as the command's crash.
+		{"--memory 512", []string{"run", "-i=false", "--memory", "512"}, nil, []string{"--memory 512 is 512 bytes, too little to start a program; give a unit, e.g. --memory 512M"}},
+		{"--memory 1023K", []string{"run", "-i=false", "--memory", "1023K"}, nil, []string{"--memory 1023K is 1047552 bytes"}},
+		{"--pids negative", []string{"run", "-i=false", "--pids", "-1"}, nil, []string{"--pids -1: must be positive (0: the default cap)"}},
+		{"--timeout negative, 0 is no limit", []string{"run", "-i=false", "--timeout", "-1s"}, nil, []string{"--timeout -1s: must be positive (0: no limit)"}},
+		{"--user unknown", []string{"run", "-i=false", "--user", "art-no-such-user"}, nil, []string{`unknown agent user "art-no-such-user": no such user on this host; give an existing user name`}},
+		{"--trace-syscalls unknown", []string{"run", "-i=false", "--trace-syscalls", "bogus"}, nil, []string{`unknown syscall on`, `"bogus"; give Linux syscall names as strace -e takes them (man 2 syscalls lists them)`}},
 		{"--pids abc", []string{"run", "-i=false", "--pids", "abc"}, nil, []string{"--pids"}},
 		{"unknown flag", []string{"run", "-i=false", "--bogus"}, nil, []string{"unknown flag: --bogus"}},
 		{"unknown shorthand", []string{"run", "-i=false", "-Z"}, nil, []string{"unknown shorthand flag: 'Z'"}},
@@ -549,6 +557,9 @@ func TestRunBadInput(t *testing.T) {
 				t.Errorf("stdout %q, want nothing", res.stdout)
 			}
 			checkContains(t, "stderr", res.stderr, append([]string{"art: "}, tc.want...)...)
+			if strings.Contains(res.stderr, "user: unknown user") {
+				t.Errorf("os/user's message inside art's: %s", res.stderr)
+			}
 			r.checkNothingRecorded(n)
 			if hashTree(t, r.ws) != hostBefore {
 				t.Errorf("host workspace changed")

@@ -32,6 +32,10 @@ type sessionTrace struct {
 	result   tracer.Result
 }
 
+// syscallNamesHint ends an unknown-syscall error with where the names
+// are listed.
+const syscallNamesHint = "; give Linux syscall names as strace -e takes them (man 2 syscalls lists them), comma-separated"
+
 // newSessionTrace validates the trace flags; it creates nothing on error.
 func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTrace, error) {
 	if !o.trace && (o.traceLog != "" || o.traceCalls != "") {
@@ -48,7 +52,7 @@ func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTr
 			names[i] = strings.TrimSpace(names[i])
 		}
 		if _, err := tracer.Lookup(names); err != nil {
-			return nil, fmt.Errorf("--trace-syscalls: %w", err)
+			return nil, fmt.Errorf("--trace-syscalls: %w%s", err, syscallNamesHint)
 		}
 		st.opts.Syscalls = names
 	}

@@ -48,6 +48,11 @@ func Discover(explicit, startDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A file is no place to search from: "no art repository found in
+	// FILE" sent the user to create one there.
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return "", fmt.Errorf("workspace %s: not a directory; -m names the workspace directory, from which the repository is found upward (or name the repository with -d FILE)", dir)
+	}
 	for {
 		if p, ok, err := repoFileIn(dir); err != nil {
 			return "", err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -210,6 +211,11 @@ func resolveUser(spec string) (identity, error) {
 		return id, nil
 	}
 	u, err := lookupUserName(spec)
+	var unknown user.UnknownUserError
+	if errors.As(err, &unknown) {
+		// Not os/user's "user: unknown user nosuch" inside our own.
+		return identity{}, fmt.Errorf("unknown agent user %q: no such user on this host; give an existing user name, a uid or uid:gid", spec)
+	}
 	if err != nil {
 		return identity{}, lookErr(err)
 	}
