@@ -34,6 +34,11 @@ subtrees are skipped by id without being read.`,
 			if len(revs) > 2 {
 				return usageErr("diff takes at most two revisions, got %d (put paths after --)", len(revs))
 			}
+			for _, p := range paths {
+				if err := checkDiffPath(p); err != nil {
+					return err
+				}
+			}
 			r, err := g.openRepo(dir)
 			if err != nil {
 				return err
@@ -84,6 +89,13 @@ subtrees are skipped by id without being read.`,
 			if err != nil {
 				return err
 			}
+			// A path in neither commit matches nothing: said, as git
+			// does, since silence reads as "no change".
+			for _, p := range paths {
+				if err := warnPathNowhere(g, r, p, fromTree, toTree); err != nil {
+					return err
+				}
+			}
 			pal := palette{colorOn(g.stdout)}
 			switch {
 			case asJSON && !stat && !nameStatus:
@@ -106,6 +118,45 @@ subtrees are skipped by id without being read.`,
 	c.Flags().BoolVar(&asJSON, "json", false, "machine-readable output (with --stat or --name-status)")
 	c.Flags().StringVarP(&dir, "mount", "m", ".", "workspace directory (for repository discovery)")
 	return c
+}
+
+// checkDiffPath refuses a path that can never match: trees hold no "."
+// or ".." entries and no empty names, and paths are home-relative ("../etc",
+// "./ws/f" and "ws/../ws/f" printed nothing, exit 0, like no change).
+// Leading and trailing slashes are dropped, as before.
+func checkDiffPath(p string) error {
+	t := strings.Trim(p, "/")
+	if t == "" {
+		return nil // the whole home
+	}
+	for _, c := range strings.Split(t, "/") {
+		if c == "" || c == "." || c == ".." {
+			return usageErr("path %q: paths are relative to the home, like ws/file (as 'art diff --name-status' prints them), with no '.', '..' or empty components", p)
+		}
+	}
+	return nil
+}
+
+// warnPathNowhere warns when p names nothing in either tree.
+func warnPathNowhere(g *globals, r *repo.Repo, p string, trees ...objects.ID) error {
+	t := strings.Trim(p, "/")
+	if t == "" {
+		return nil
+	}
+	for _, tree := range trees {
+		if tree.IsZero() {
+			continue
+		}
+		_, ok, err := r.Lookup(tree, strings.Split(t, "/"))
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+	}
+	fmt.Fprintf(g.stderr, "art: warning: %s names nothing in either commit\n", repo.QuotePath(t))
+	return nil
 }
 
 func printPatches(g *globals, r *repo.Repo, changes []repo.Change, pal palette) error {
