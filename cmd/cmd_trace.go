@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -41,6 +42,9 @@ func eachTraceEvent(r *repo.Repo, rev string, f func(e *tracer.Event) error) err
 	}
 	return nil
 }
+
+// maxPidsListed bounds the pids an absent --pid lists.
+const maxPidsListed = 10
 
 func newTraceCmd(g *globals) *cobra.Command {
 	var asJSON bool
@@ -78,6 +82,9 @@ or sandbox pid). 'art show REV --trace-summary' condenses the log.`,
 					keep[n] = true
 				}
 			}
+			if pid < 0 {
+				return usageErr("--pid %d: not a process id (give one the log shows, e.g. --pid 2; 0: every process)", pid)
+			}
 			r, err := g.openRepo(dir)
 			if err != nil {
 				return err
@@ -86,10 +93,24 @@ or sandbox pid). 'art show REV --trace-summary' condenses the log.`,
 			w := bufio.NewWriterSize(g.stdout, 1<<16)
 			defer w.Flush()
 			var buf []byte
-			return eachTraceEvent(r, rev, func(e *tracer.Event) error {
+			// The processes of the log, for when --pid matches none:
+			// empty output, exit 0, read as "it made no syscalls".
+			var seen []string
+			seenPid := map[int]bool{}
+			matched := false
+			err = eachTraceEvent(r, rev, func(e *tracer.Event) error {
 				if pid != 0 && e.Pid != pid && e.NSPid != pid {
+					if !seenPid[e.Pid] && len(seen) <= maxPidsListed {
+						seenPid[e.Pid] = true
+						if e.NSPid != 0 && e.NSPid != e.Pid {
+							seen = append(seen, fmt.Sprintf("%d (host %d)", e.NSPid, e.Pid))
+						} else {
+							seen = append(seen, strconv.Itoa(e.Pid))
+						}
+					}
 					return nil
 				}
+				matched = true
 				if keep != nil && e.Kind == tracer.KindSyscall && !keep[e.Syscall] {
 					return nil
 				}
@@ -105,6 +126,17 @@ or sandbox pid). 'art show REV --trace-summary' condenses the log.`,
 				w.Write(buf) // as any filter's output: a closed pipe ends art by SIGPIPE
 				return nil
 			})
+			if err != nil || pid == 0 || matched {
+				return err
+			}
+			list := strings.Join(seen[:min(len(seen), maxPidsListed)], ", ")
+			if len(seen) > maxPidsListed {
+				list += ", ..."
+			}
+			if list == "" {
+				return fmt.Errorf("pid %d is not in the syscall log of %s, which has no events", pid, rev)
+			}
+			return fmt.Errorf("pid %d is not in the syscall log of %s; its processes: %s", pid, rev, list)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "JSON lines, one event each")

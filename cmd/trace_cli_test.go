@@ -224,4 +224,21 @@ func TestRunTraceBadInput(t *testing.T) {
 	if _, err := os.Stat("/nonexistent-dir"); err == nil {
 		t.Error("a directory was created for the trace log")
 	}
+	// --pid matching nothing printed nothing, exit 0, as a process that
+	// made no syscalls would: -1 is a usage error, an absent pid lists
+	// the log's.
+	if res := r.run("--trace-syscalls", "execve", "--", "true"); res.code != 0 {
+		t.Fatalf("traced run: %s", res)
+	}
+	res = r.art("trace", "--pid", "-1")
+	if res.code != 2 || !strings.Contains(res.stderr, "--pid -1: not a process id") || res.stdout != "" {
+		t.Errorf("art trace --pid -1: %s", res)
+	}
+	res = r.art("trace", "--pid", "999999999")
+	if res.code != 1 || !strings.Contains(res.stderr, "pid 999999999 is not in the syscall log of HEAD; its processes: ") || !strings.Contains(res.stderr, "(host ") || res.stdout != "" {
+		t.Errorf("art trace --pid ABSENT: %s", res)
+	}
+	if res := r.art("trace", "--pid", "1"); res.code != 0 || res.stdout == "" {
+		t.Errorf("art trace --pid 1 (the sandbox's first process): %s", res)
+	}
 }
