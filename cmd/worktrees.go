@@ -24,7 +24,15 @@ func listWorktrees(r *repo.Repo) ([]worktreeJSON, error) {
 	}
 	out := []worktreeJSON{}
 	for _, w := range wts {
-		out = append(out, worktreeJSON{ID: w.ID, Branch: w.Branch, Base: w.Base.String(), State: w.State, Kind: w.Kind, Mountpoint: w.Mountpoint, Pid: w.Pid, Pending: w.Pending})
+		// Changed paths, not w.Pending's upper-layer rows (one new file
+		// showed as 3 pending changes).
+		pending := 0
+		if w.Kind != repo.KindView {
+			if pending, err = r.PendingChanges(w); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, worktreeJSON{ID: w.ID, Branch: w.Branch, Base: w.Base.String(), State: w.State, Kind: w.Kind, Mountpoint: w.Mountpoint, Pid: w.Pid, Pending: pending})
 	}
 	return out, nil
 }
