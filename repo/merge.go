@@ -237,3 +237,24 @@ func (tx *Tx) keepExcluded(sc *scanner, rel string, host, tip objects.ID) (objec
 	out.Sort()
 	return tx.PutTree(out)
 }
+
+// syncedRootMode is the mode the workspace's root had in the commit it
+// last synced with: the host's, as far as art knows (the sync rows list a
+// directory's entries, not the workspace root itself).
+func (r *Repo) syncedRootMode(dir, name string) (uint32, bool) {
+	var cid []byte
+	if err := r.DB.QueryRow(`SELECT commit_id FROM workspaces WHERE path=?`, dir).Scan(&cid); err != nil || len(cid) != objects.IDSize {
+		return 0, false
+	}
+	var id objects.ID
+	copy(id[:], cid)
+	c, err := r.LoadCommit(id)
+	if err != nil {
+		return 0, false
+	}
+	e, ok, err := r.Lookup(c.Tree, []string{name})
+	if err != nil || !ok || e.Type != objects.TypeDir {
+		return 0, false
+	}
+	return e.Mode, true
+}

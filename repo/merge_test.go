@@ -232,3 +232,36 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// The workspace root's own mode: a session's chmod of it reaches the host
+// at a pull (it did not, while art diff showed it), a host chmod of it is
+// drift for status and a conflict for a pull that would undo it.
+func TestWorkspaceRootMode(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	os.Chmod(ws, 0o755)
+	writeFiles(t, ws, map[string]string{"f": "f\n"})
+	push(t, r, ws, "v1")
+	session := agentSession(t, r, func(dir string) { os.Chmod(dir, 0o750) })
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(ws); st.Mode().Perm() != 0o750 {
+		t.Fatalf("root mode after the pull: %v, want 0750", st.Mode().Perm())
+	}
+	if d, err := r.HostDrift(ws); err != nil || len(d.Modified) != 0 {
+		t.Fatalf("drift right after the pull: %+v %v", d, err)
+	}
+	os.Chmod(ws, 0o700)
+	if d, err := r.HostDrift(ws); err != nil || len(d.Modified) != 1 || d.Modified[0] != "." {
+		t.Fatalf("drift after a host chmod of the root: %+v %v", d, err)
+	}
+	session = agentSession(t, r, func(dir string) { os.Chmod(dir, 0o755) })
+	_, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main"})
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), ". (mode changed on the host to 0700") {
+		t.Fatalf("pull over the host's chmod of the root: %v", err)
+	}
+	if st, _ := os.Stat(ws); st.Mode().Perm() != 0o700 {
+		t.Fatalf("a refused pull changed the root's mode to %v", st.Mode().Perm())
+	}
+}

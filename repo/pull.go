@@ -180,6 +180,7 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if err := p.plan(root); err != nil {
 		return nil, err
 	}
+	chmodRoot := p.planRootMode(root, dir, name)
 	if len(p.blockers) > 0 {
 		sort.Strings(p.blockers)
 		return &PullResult{Conflicts: p.blockers}, fmt.Errorf("%w: nothing was changed; these paths cannot be replaced:\n  %s\n(move them out of %s, then pull again)",
@@ -210,6 +211,11 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 		return nil, fmt.Errorf("pull: nothing was changed: the repository %s cannot record a pull: %w", r.Path, err)
 	}
 	err = p.applyDir(dfd, root)
+	if err == nil && chmodRoot {
+		if err = unix.Fchmod(dfd, hostMode(root.stored, root.host)); err != nil {
+			err = fmt.Errorf("chmod %s: %w", dir, err)
+		}
+	}
 	unix.Close(dfd)
 	if err != nil {
 		return nil, fmt.Errorf("pull into %s: %w", dir, err)
@@ -364,6 +370,23 @@ func (p *puller) unchangedSinceSync(h *hostEntry) (bool, error) {
 		return h.target == s.target, nil
 	}
 	return true, nil
+}
+
+// planRootMode decides whether the pull gives the workspace's root the
+// commit's mode (a session's chmod of it, which art diff shows): it did
+// not. A root whose mode the host changed since the last sync conflicts,
+// as any directory's does.
+func (p *puller) planRootMode(root *pullNode, dir, name string) bool {
+	h := root.host
+	if h == nil || h.typ != objects.TypeDir || hostMode(root.stored, h) == h.mode {
+		return false
+	}
+	if base, ok := p.r.syncedRootMode(dir, name); ok && base != h.mode {
+		p.conflict(".", fmt.Sprintf("mode changed on the host to %04o; the commit has %04o", h.mode&0o7777, hostMode(root.stored, h)&0o7777))
+		return false
+	}
+	p.checkDirMode(root, h.mode)
+	return true
 }
 
 // deletedOnHost reports whether the sync state holds name in the host

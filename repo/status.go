@@ -100,6 +100,14 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 			d.Deleted = append(d.Deleted, p)
 		}
 	}
+	// The workspace root's own mode, which no sync row lists.
+	if root := sc.all[0]; d.Synced {
+		if name, err := WorkspaceName(abs); err == nil {
+			if base, ok := r.syncedRootMode(abs, name); ok && base != root.mode {
+				d.Modified = append([]string{"."}, d.Modified...)
+			}
+		}
+	}
 	sort.Strings(d.Deleted)
 	return d, nil
 }
