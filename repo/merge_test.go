@@ -265,3 +265,27 @@ func TestWorkspaceRootMode(t *testing.T) {
 		t.Fatalf("a refused pull changed the root's mode to %v", st.Mode().Perm())
 	}
 }
+
+// A pull that changes only modes lists them and counts them: it said
+// "0 updated".
+func TestPullListsModeChanges(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"d/f": "f\n", "g": "g\n"})
+	os.Chmod(filepath.Join(ws, "d"), 0o755)
+	os.Chmod(filepath.Join(ws, "g"), 0o644)
+	push(t, r, ws, "v1")
+	session := agentSession(t, r, func(dir string) {
+		os.Chmod(filepath.Join(dir, "d"), 0o700)
+		os.Chmod(filepath.Join(dir, "g"), 0o755)
+	})
+	var lines []string
+	res, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main", Report: func(l string) { lines = append(lines, l) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(lines, "\n")
+	if res.Updated != 2 || !strings.Contains(out, "MODE /ws/d (0755 -> 0700)") || !strings.Contains(out, "MODE /ws/g (0644 -> 0755)") {
+		t.Errorf("pull of mode changes: %+v\n%s", res, out)
+	}
+}

@@ -1112,6 +1112,12 @@ func (p *puller) refresh(dfd int, n *pullNode) error {
 		if err := p.applyDir(sub, n); err != nil {
 			return err
 		}
+		if to := hostMode(e, n.host); n.host != nil && n.host.mode != to {
+			// Listed and counted: a pull that changed only modes
+			// said "0 updated".
+			p.say("MODE", n.rel, fmt.Sprintf(" (%04o -> %04o)", n.host.mode&0o7777, to&0o7777))
+			p.res.Updated++
+		}
 		if err := unix.Fchmod(sub, hostMode(e, n.host)); err != nil {
 			return fmt.Errorf("chmod %s: %w", n.rel, err)
 		}
@@ -1138,6 +1144,10 @@ func (p *puller) refresh(dfd int, n *pullNode) error {
 		if n.host == nil || !p.unchangedSinceScan(n.host, &st) {
 			p.race(n)
 			return nil
+		}
+		if to := hostMode(e, n.host); n.host.mode != to {
+			p.say("MODE", n.rel, fmt.Sprintf(" (%04o -> %04o)", n.host.mode&0o7777, to&0o7777))
+			p.res.Updated++
 		}
 		if err := chmodFD(fd, hostMode(e, n.host)); err != nil {
 			return fmt.Errorf("chmod %s: %w", n.rel, err)
