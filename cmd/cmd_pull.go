@@ -18,15 +18,17 @@ func newPullCmd(g *globals) *cobra.Command {
 		Long: `pull writes /<basename of DIR>/ of REV (default: HEAD) into DIR: it creates,
 updates and deletes files, and restores modes, symlinks and times. Each file
 is written atomically (temporary file, then rename). pull never writes
-through a symlink or outside DIR.
+through a symlink or outside DIR. Written entries are listed as FILE, LINK,
+FIFO or DIR, removed ones as DELETE, changed modes as MODE.
 
 A host path whose content, type or mode changed since the last push or pull,
 or that the host deleted, is a conflict: nothing is changed, the conflicts
 are listed, and --force overrides ('art push' first records the host's
 changes on top of the branch's, after which the pull has none). A
 workspace emptied on the host takes the commit whole. Paths DIR/.artignore
-leaves out are not written (listed as SKIP); push keeps the commit's there. Host files the repository never held are left alone, and a
-directory holding such files is never replaced, even with --force. The
+leaves out are not written (listed as SKIP); push keeps the commit's there.
+Host files the repository never held are left alone, and a directory
+holding such files is never replaced, even with --force. The
 repository's own files are never written. A path the host changes while the
 pull runs is left as the host has it, and the pull ends with an error naming
 it.

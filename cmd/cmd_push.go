@@ -30,8 +30,10 @@ path both changed differently is a conflict that stops the push. A push
 to a new branch (-b NAME) records DIR as it is. Paths .artignore leaves
 out keep what the branch holds.
 
-Each entry that changed since the last push or pull is listed as
-FILE /ws/path (SIZE bytes, ID), DIR /ws/path or LINK /ws/path -> TARGET.`,
+Each entry added or changed since the last push or pull is listed as
+FILE /ws/path (SIZE bytes, ID), DIR /ws/path, LINK /ws/path -> TARGET or
+FIFO /ws/path; deletions are not listed ('art diff --name-status' shows
+them).`,
 		Example: `  art push -m ~/src/app
   art push -m . -b experiment -M "before refactor"
   art push -q`,
