@@ -494,6 +494,12 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	}
 	if resumed {
 		fmt.Fprintf(g.stderr, "art: continuing interrupted worktree #%d on %s with its pending changes\n", wt.ID, branch)
+		// The worktree's own session was never recorded (a recording
+		// that failed, a kill): this commit holds its work, so it names
+		// it, or the history lost all trace of that session.
+		if prev, _ := interruptedSession(&repo.Worktree{Kind: wt.PreviousKind(), Session: wt.PreviousSession()}); prev != nil {
+			msg += fmt.Sprintf("\n\nContinues worktree #%d, which held the unrecorded work of: %s", wt.ID, sessionSummary(prev))
+		}
 	}
 	// The command may never run: the worktree goes back then, a resumed
 	// one with its pending work (deleting it lost an interrupted mount's

@@ -393,6 +393,11 @@ except OSError as e:
 	if !strings.Contains(r.stderr, "continuing interrupted worktree") || !strings.Contains(r.stderr, "session recorded") {
 		t.Fatalf("the second run did not continue the worktree and record it:\n%s", r)
 	}
+	// The first session was never recorded: the commit holding its
+	// work names it.
+	if c := e.show("main"); !strings.Contains(c.Message, "Continues worktree #") || !strings.Contains(c.Message, "python3") {
+		t.Errorf("the commit does not name the unrecorded session it continues:\n%s", c.Message)
+	}
 	dir := checkTip(t, e, "main", base, map[string]string{"after.txt": "written after the disk was full\n"}, "big")
 	os.RemoveAll(filepath.Dir(dir))
 	if g := e.art("gc"); g.code != 0 {

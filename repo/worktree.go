@@ -46,6 +46,14 @@ type Worktree struct {
 // gc while it is served, and a dead one is removed, not recorded.
 const KindView = "view"
 
+// PreviousSession is the session record a resumed worktree held before
+// CreateWorktree gave it to the caller ("" for a new one): the session
+// whose work it continues.
+func (w *Worktree) PreviousSession() string { return w.prevSession }
+
+// PreviousKind is the kind a resumed worktree had before ("" for a new one).
+func (w *Worktree) PreviousKind() string { return w.prevKind }
+
 // ErrNoWorktree is returned for unknown worktree ids.
 var ErrNoWorktree = errors.New("no such worktree")
 
