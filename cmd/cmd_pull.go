@@ -73,7 +73,11 @@ run the same pull again to finish it; art status says so until then.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "pulled %s into %s: %d created, %d updated, %d deleted\n", id.Short(), abs, res.Created, res.Updated, res.Deleted)
+			ignored := ""
+			if res.Ignored > 0 {
+				ignored = fmt.Sprintf("; %d path(s) of the commit left out by .artignore", res.Ignored)
+			}
+			fmt.Fprintf(g.stdout, "pulled %s into %s: %d created, %d updated, %d deleted%s\n", id.Short(), abs, res.Created, res.Updated, res.Deleted, ignored)
 			return nil
 		},
 	}

@@ -138,8 +138,12 @@ func TestIgnoredPathsKeepTheBranchs(t *testing.T) {
 	})
 	writeFiles(t, ws, map[string]string{".artignore": "*.log\ndist/\n"})
 	var lines []string
-	if _, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main", Report: func(l string) { lines = append(lines, l) }}); err != nil {
+	pres, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main", Report: func(l string) { lines = append(lines, l) }})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if pres.Ignored != 2 {
+		t.Errorf("pull counted %d ignored paths, want 2", pres.Ignored)
 	}
 	out := strings.Join(lines, "\n")
 	for _, p := range []string{"build.log", "dist"} {

@@ -39,6 +39,7 @@ type PullOptions struct {
 // PullResult summarises a pull.
 type PullResult struct {
 	Created, Updated, Deleted int
+	Ignored                   int // stored paths .artignore left out (not written)
 	Conflicts                 []string
 }
 
@@ -472,6 +473,7 @@ func (p *puller) plan(n *pullNode) error {
 				var st unix.Stat_t
 				if lstatPath(filepath.Join(p.dir, filepath.FromSlash(rel)), &st) != nil {
 					p.say("SKIP", rel, " (left out by .artignore; the commit keeps it)")
+					p.res.Ignored++
 				}
 			}
 			continue
