@@ -88,20 +88,24 @@ run the same pull again to finish it; art status says so until then.`,
 	return c
 }
 
-// pulledBranch names the branch whose tip a pull of rev (resolved to id)
-// takes: HEAD's branch, or rev itself when it is a branch; "" for any
-// other commit.
+// pulledBranch names a branch whose tip a pull of rev (resolved to id)
+// takes: rev itself, HEAD's branch, or any branch at id (a pull by commit
+// id, a detached HEAD); "" for any other commit (an old one, to go back
+// to), after which a push records the host as it is.
 func pulledBranch(r *repo.Repo, rev string, id objects.ID) string {
-	name := rev
-	if rev == "HEAD" {
-		h, err := r.Head()
-		if err != nil || h.Detached() {
-			return ""
-		}
-		name = h.Branch
+	names := []string{rev}
+	if h, err := r.Head(); err == nil && !h.Detached() {
+		names = append(names, h.Branch)
 	}
-	if tip, err := r.BranchTip(name); err == nil && tip == id {
-		return name
+	if bs, err := r.Branches(); err == nil {
+		for _, b := range bs {
+			names = append(names, b.Name)
+		}
+	}
+	for _, name := range names {
+		if tip, err := r.BranchTip(name); err == nil && tip == id {
+			return name
+		}
 	}
 	return ""
 }

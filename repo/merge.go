@@ -29,17 +29,34 @@ func sameOrAbsent(a, b *objects.Entry) bool {
 	return sameEntry(a, b)
 }
 
+// hostKept reports whether the host's entry h still holds what base
+// held, as a pull wrote it: a pull strips set-ID and other-write bits
+// (hostMode), which is no change by the host (it made the agent's 0666
+// file, changed in the commit since, conflict with the host's 0664).
+func hostKept(h, base *objects.Entry) bool {
+	if sameOrAbsent(h, base) {
+		return true
+	}
+	if h == nil || base == nil || h.Mode == base.Mode {
+		return false
+	}
+	hh, bb := *h, *base
+	hh.Mode, bb.Mode = 0, 0
+	return sameEntry(&hh, &bb) && h.Mode&^unsafeModeBits == base.Mode&^unsafeModeBits && h.Mode&unsafeModeBits&^base.Mode == 0
+}
+
 // merge3 merges the directory trees host and tip (either changed from
 // base) into a new tree: a name changed on one side takes that side's
 // entry, changed alike on both either, and a directory changed on both is
-// merged name by name; any other change on both sides is a conflict. A
-// zero id is an empty directory. rel names the directory in conflicts.
+// merged name by name (its mode too); any other change on both sides is a
+// conflict. A zero id is an empty directory. rel names the directory in
+// conflicts.
 func (tx *Tx) merge3(rel string, base, host, tip objects.ID, res *mergeResult) (objects.ID, error) {
 	switch {
-	case host == base || host == tip:
-		if host != tip {
-			res.fromTip++
-		}
+	case host == tip:
+		return tip, nil
+	case host == base:
+		res.fromTip++
 		return tip, nil
 	case tip == base:
 		return host, nil
@@ -82,32 +99,9 @@ func (tx *Tx) merge3(rel string, base, host, tip objects.ID, res *mergeResult) (
 			seen[name] = true
 			eb, eh, et := b[name], h[name], t[name]
 			path := joinRel(rel, name)
-			var keep *objects.Entry
-			switch {
-			case sameOrAbsent(eh, eb):
-				keep = et // unchanged on the host: the branch's (nil: deleted there)
-				if !sameOrAbsent(et, eb) {
-					res.fromTip++
-				}
-			case sameOrAbsent(et, eb) || sameOrAbsent(eh, et):
-				keep = eh // changed on the host only, or alike on both
-			case eh != nil && et != nil && eh.Type == objects.TypeDir && et.Type == objects.TypeDir:
-				var bid objects.ID // made a directory on both sides: from empty
-				if eb != nil && eb.Type == objects.TypeDir {
-					bid = eb.ID
-				}
-				id, err := tx.merge3(path, bid, eh.ID, et.ID, res)
-				if err != nil {
-					return objects.Zero, err
-				}
-				e := *eh
-				e.ID = id
-				if eb != nil && eb.Type == objects.TypeDir && eh.Mode == eb.Mode {
-					e.Mode = et.Mode // the mode changed on the branch only
-				}
-				keep = &e
-			default:
-				res.conflicts = append(res.conflicts, path)
+			keep, err := tx.merge3Entry(path, eb, eh, et, res)
+			if err != nil {
+				return objects.Zero, err
 			}
 			if keep != nil {
 				out.Entries = append(out.Entries, *keep)
@@ -119,6 +113,97 @@ func (tx *Tx) merge3(rel string, base, host, tip objects.ID, res *mergeResult) (
 	}
 	out.Sort()
 	return tx.PutTree(&out)
+}
+
+// merge3Entry merges one name: base eb, host eh, tip et (nil: absent).
+func (tx *Tx) merge3Entry(path string, eb, eh, et *objects.Entry, res *mergeResult) (*objects.Entry, error) {
+	switch {
+	case sameOrAbsent(eh, et):
+		return eh, nil // alike on both, or changed on neither
+	case hostKept(eh, eb):
+		res.fromTip++
+		return et, nil // unchanged on the host: the branch's (nil: deleted there)
+	case sameOrAbsent(et, eb):
+		return eh, nil // changed on the host only
+	case eh != nil && et != nil && eh.Type == objects.TypeDir && et.Type == objects.TypeDir:
+		var bid objects.ID // made a directory on both sides: from empty
+		mode := eh.Mode
+		if eb != nil && eb.Type == objects.TypeDir {
+			bid = eb.ID
+			hostMoved := !(eh.Mode == eb.Mode || hostKept(&objects.Entry{Type: objects.TypeDir, Mode: eh.Mode}, &objects.Entry{Type: objects.TypeDir, Mode: eb.Mode}))
+			switch {
+			case !hostMoved:
+				mode = et.Mode // the mode changed on the branch only, if at all
+				if et.Mode != eb.Mode {
+					res.fromTip++
+				}
+			case et.Mode != eb.Mode && et.Mode != eh.Mode:
+				res.conflicts = append(res.conflicts, path+" (its mode)")
+			}
+		}
+		id, err := tx.merge3(path, bid, eh.ID, et.ID, res)
+		if err != nil {
+			return nil, err
+		}
+		e := *eh
+		e.ID, e.Mode = id, mode
+		return &e, nil
+	}
+	// Deleted on one side, a directory on the other whose content
+	// differs from the base's only in times: no change there.
+	if eb != nil && eb.Type == objects.TypeDir {
+		for _, c := range []struct{ gone, other *objects.Entry }{{eh, et}, {et, eh}} {
+			if c.gone == nil && c.other != nil && c.other.Type == objects.TypeDir && c.other.Mode == eb.Mode {
+				same, err := tx.sameIgnoringTimes(c.other.ID, eb.ID)
+				if err != nil {
+					return nil, err
+				}
+				if same {
+					if c.gone == et {
+						res.fromTip++
+					}
+					return nil, nil
+				}
+			}
+		}
+	}
+	res.conflicts = append(res.conflicts, path)
+	return nil, nil
+}
+
+// sameIgnoringTimes reports whether two trees hold the same names, types,
+// modes, contents and links, whatever their times.
+func (tx *Tx) sameIgnoringTimes(a, b objects.ID) (bool, error) {
+	if a == b {
+		return true, nil
+	}
+	ta, err := tx.LoadTree(a)
+	if err != nil {
+		return false, err
+	}
+	tb, err := tx.LoadTree(b)
+	if err != nil {
+		return false, err
+	}
+	if len(ta.Entries) != len(tb.Entries) {
+		return false, nil
+	}
+	for i := range ta.Entries {
+		ea, eb := &ta.Entries[i], &tb.Entries[i]
+		if ea.Name != eb.Name {
+			return false, nil
+		}
+		if ea.Type == objects.TypeDir && eb.Type == objects.TypeDir && ea.Mode == eb.Mode {
+			if same, err := tx.sameIgnoringTimes(ea.ID, eb.ID); err != nil || !same {
+				return false, err
+			}
+			continue
+		}
+		if !sameEntry(ea, eb) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // isAncestor reports whether commit a is c or reached from c by parents,
@@ -151,17 +236,17 @@ func (tx *Tx) isAncestor(a, c objects.ID, limit int) (bool, error) {
 // workspace last synced with (a snapshot is recorded beyond it).
 const maxMergeSearch = 100000
 
-// syncedBase returns the commit a host workspace last synced with (a push
-// onto branch, or a pull of its tip) and its tree of the workspace, when
-// that commit is an older commit of tip's history: the base for merging
-// the host's changes with the branch's since. Zero ids when there is none
-// (a pull of another commit, an old one to go back to, records the host
-// as it is).
-func (tx *Tx) syncedBase(dir, name, branch string, tip objects.ID) (commit, tree objects.ID, err error) {
+// syncedBase returns the commit a host workspace last synced with (a push,
+// or a pull of a branch's tip) and its tree of the workspace, when that
+// commit is an older commit of tip's history: the base for merging the
+// host's changes with the branch's since. Zero ids when there is none (a
+// pull of another commit, an old one to go back to, has the push record
+// the host as it is).
+func (tx *Tx) syncedBase(dir, name string, tip objects.ID) (commit, tree objects.ID, err error) {
 	var cid []byte
 	var synced sql.NullString
-	if err := tx.QueryRow(`SELECT commit_id, branch FROM workspaces WHERE path=?`, dir).Scan(&cid, &synced); err != nil || len(cid) != objects.IDSize || synced.String != branch {
-		return objects.Zero, objects.Zero, nil // never synced, with no commit, or not with this branch
+	if err := tx.QueryRow(`SELECT commit_id, branch FROM workspaces WHERE path=?`, dir).Scan(&cid, &synced); err != nil || len(cid) != objects.IDSize || synced.String == "" {
+		return objects.Zero, objects.Zero, nil // never synced, with no commit, or not with a branch's tip
 	}
 	copy(commit[:], cid)
 	if commit == tip {
@@ -193,7 +278,11 @@ func (tx *Tx) syncedBase(dir, name, branch string, tip objects.ID) (commit, tree
 // push never looks at them, so it must not delete them. An agent's build
 // output at an ignored path, which pull does not write, vanished from the
 // branch at the next push. Only directories that differ are visited.
-func (tx *Tx) keepExcluded(sc *scanner, rel string, host, tip objects.ID) (objects.ID, error) {
+//
+// kept counts the entries put back: they are the branch's, not the
+// host's, so a push holding any is no tree of the user's own (pull's check
+// of what git runs must not trust an agent's .git kept so).
+func (tx *Tx) keepExcluded(sc *scanner, rel string, host, tip objects.ID, kept *int) (objects.ID, error) {
 	if host == tip || tip.IsZero() || host.IsZero() {
 		return host, nil
 	}
@@ -207,20 +296,21 @@ func (tx *Tx) keepExcluded(sc *scanner, rel string, host, tip objects.ID) (objec
 	}
 	out := &objects.Tree{Entries: append([]objects.Entry(nil), ht.Entries...)}
 	changed := false
-	var kept []objects.Entry // appended once the search of out is done
+	var keep []objects.Entry // appended once the search of out is done
 	for i := range tt.Entries {
 		e := &tt.Entries[i]
 		r := joinRel(rel, e.Name)
 		he, ok := out.Find(e.Name)
 		if !ok {
 			if sc.excluded(r, e.Type == objects.TypeDir) {
-				kept = append(kept, *e)
+				keep = append(keep, *e)
+				*kept++
 				changed = true
 			}
 			continue
 		}
 		if he.Type == objects.TypeDir && e.Type == objects.TypeDir && he.ID != e.ID {
-			id, err := tx.keepExcluded(sc, r, he.ID, e.ID)
+			id, err := tx.keepExcluded(sc, r, he.ID, e.ID, kept)
 			if err != nil {
 				return objects.Zero, err
 			}
@@ -233,7 +323,7 @@ func (tx *Tx) keepExcluded(sc *scanner, rel string, host, tip objects.ID) (objec
 	if !changed {
 		return host, nil
 	}
-	out.Entries = append(out.Entries, kept...)
+	out.Entries = append(out.Entries, keep...)
 	out.Sort()
 	return tx.PutTree(out)
 }

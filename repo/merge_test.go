@@ -3,10 +3,12 @@ package repo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/artproject/art/objects"
 )
@@ -82,6 +84,12 @@ func TestPushMergesTheBranchsChanges(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(ws, "b")); string(b) != "agent\n" {
 		t.Errorf("b after the pull: %q", b)
 	}
+	// The merge recorded the host's own tree as a commit of its own,
+	// the merge's second parent: the next push merges from it.
+	mc, _ := r.LoadCommit(res.Commit)
+	if len(mc.Parents) != 2 {
+		t.Errorf("the merged push has parents %v, want the branch's tip and the host's own commit", mc.Parents)
+	}
 
 	// Both changed b, differently: refused, nothing committed.
 	agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"b": "agent again\n"}) })
@@ -156,6 +164,9 @@ func TestIgnoredPathsKeepTheBranchs(t *testing.T) {
 	}
 	writeFiles(t, ws, map[string]string{"a": "host\n"})
 	res := push(t, r, ws, "after")
+	if c, _ := r.LoadCommit(res.Commit); c.Session == nil || c.Session.Status != PushMerged {
+		t.Errorf("a push holding the branch's ignored entries is not marked merged (pull would trust them as the user's): %+v", c.Session)
+	}
 	want := map[string]string{"a": "host\n", ".artignore": "*.log\ndist/\n", "dist/app.js": "built\n", "build.log": "log\n"}
 	// contentOf pulls into a directory with no .artignore of its own
 	// until it writes the commit's: every file arrives.
@@ -291,5 +302,138 @@ func TestPullListsModeChanges(t *testing.T) {
 	out := strings.Join(lines, "\n")
 	if res.Updated != 2 || !strings.Contains(out, "MODE /ws/d (0755 -> 0700)") || !strings.Contains(out, "MODE /ws/g (0644 -> 0755)") {
 		t.Errorf("pull of mode changes: %+v\n%s", res, out)
+	}
+}
+
+// Pushes after a merged push go on merging from what the host holds: the
+// second push, with the host unchanged, took the host's stale files for
+// changes and undid the session.
+func TestPushAfterAMergedPush(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b\n"})
+	push(t, r, ws, "v1")
+	agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n"}) })
+	writeFiles(t, ws, map[string]string{"b": "host\n"})
+	if res := push(t, r, ws, "merged"); res.Merged == 0 {
+		t.Fatalf("the first push did not merge: %+v", res)
+	}
+	res := push(t, r, ws, "again") // nothing changed on the host
+	if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "agent\n" || got["b"] != "host\n" {
+		t.Fatalf("a second push undid the session: %v", got)
+	}
+	agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"c": "agent\n"}) })
+	writeFiles(t, ws, map[string]string{"b": "host 2\n"})
+	res = push(t, r, ws, "third")
+	if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "agent\n" || got["c"] != "agent\n" || got["b"] != "host 2\n" {
+		t.Fatalf("a later merged push lost a session's work: %v", got)
+	}
+}
+
+// A push onto another branch that grew from what the host synced (art
+// checkout attempt) merges too.
+func TestPushOntoAnotherBranchMerges(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b\n"})
+	v1 := push(t, r, ws, "v1").Commit
+	tx, _ := r.Begin()
+	if err := tx.SetBranch("attempt", v1); err != nil {
+		t.Fatal(err)
+	}
+	tx.Commit()
+	dir := filepath.Join(t.TempDir(), "ws")
+	if _, err := r.Pull(PullOptions{Dir: dir, Commit: v1, Branch: "attempt"}); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"a": "agent\n"})
+	if _, err := r.Push(context.Background(), PushOptions{Dir: dir, Branch: "attempt"}); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, ws, map[string]string{"b": "host\n"})
+	res, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "attempt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "agent\n" || got["b"] != "host\n" {
+		t.Fatalf("the push onto attempt undid its session: %v", got)
+	}
+}
+
+// What a merge decides where the host and the branch both touched a path.
+func TestMergeCases(t *testing.T) {
+	cases := []struct {
+		name     string
+		host     func(ws string)
+		agent    func(dir string)
+		conflict string            // "" for none
+		want     map[string]string // path: content, or "mode 0700" for a mode
+	}{
+		{"a mode pull stripped is no host change", func(ws string) { writeFiles(t, ws, map[string]string{"h": "h\n"}) },
+			func(dir string) { writeFiles(t, dir, map[string]string{"f": "agent 2\n"}) }, "", map[string]string{"f": "agent 2\n", "h": "h\n"}},
+		{"a directory's mode, changed on both", func(ws string) {
+			os.Chmod(filepath.Join(ws, "d"), 0o750)
+			writeFiles(t, ws, map[string]string{"d/z": "z\n"})
+		},
+			func(dir string) {
+				os.Chmod(filepath.Join(dir, "d"), 0o700)
+				writeFiles(t, dir, map[string]string{"d/y": "y\n"})
+			}, "d (its mode)", nil},
+		{"a directory's mode, changed on the branch", func(ws string) { writeFiles(t, ws, map[string]string{"d/z": "z\n"}) },
+			func(dir string) { os.Chmod(filepath.Join(dir, "d"), 0o700) }, "", map[string]string{"d": "mode 0700", "d/z": "z\n"}},
+		{"deleted on the branch, only times changed on the host", func(ws string) {
+			ts := time.Unix(1_000_000_000, 0)
+			os.Chtimes(filepath.Join(ws, "d/x"), ts, ts)
+			writeFiles(t, ws, map[string]string{"h": "h\n"})
+		}, func(dir string) { os.RemoveAll(filepath.Join(dir, "d")) }, "", map[string]string{"d": "absent", "h": "h\n"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a\n", "d/x": "x\n"})
+			os.Chmod(filepath.Join(ws, "d"), 0o755)
+			push(t, r, ws, "v1")
+			// The branch holds a 0666 file, which a pull writes 0664.
+			agentSession(t, r, func(dir string) {
+				writeFiles(t, dir, map[string]string{"f": "agent\n"})
+				os.Chmod(filepath.Join(dir, "f"), 0o666)
+			})
+			tip, _ := r.BranchTip("main")
+			if _, err := r.Pull(PullOptions{Dir: ws, Commit: tip, Branch: "main"}); err != nil {
+				t.Fatal(err)
+			}
+			agentSession(t, r, c.agent)
+			c.host(ws)
+			res, err := r.Push(context.Background(), PushOptions{Dir: ws})
+			if c.conflict != "" {
+				if !errors.Is(err, ErrPushConflict) || !strings.Contains(err.Error(), c.conflict) {
+					t.Fatalf("want a conflict on %s, got %v", c.conflict, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := filepath.Join(t.TempDir(), "ws")
+			pull(t, r, dst, res.Commit)
+			for p, want := range c.want {
+				st, err := os.Stat(filepath.Join(dst, p))
+				switch {
+				case want == "absent":
+					if err == nil {
+						t.Errorf("%s is in the merged commit", p)
+					}
+				case strings.HasPrefix(want, "mode "):
+					if err != nil || fmt.Sprintf("mode %04o", st.Mode().Perm()) != want {
+						t.Errorf("%s: %v %v, want %s", p, st.Mode(), err, want)
+					}
+				default:
+					if b, _ := os.ReadFile(filepath.Join(dst, p)); string(b) != want {
+						t.Errorf("%s = %q, want %q", p, b, want)
+					}
+				}
+			}
+		})
 	}
 }

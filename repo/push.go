@@ -354,14 +354,18 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		return nil, fmt.Errorf("push %s: %w", dir, err)
 	}
 	res.TreesBuilt = built
-	if wsTree, err = tx.keepExcluded(sc, "", wsTree, prevWS); err != nil {
+	hostTree := wsTree // the host's own, for the commit of it a merge records
+	kept := 0
+	if wsTree, err = tx.keepExcluded(sc, "", wsTree, prevWS, &kept); err != nil {
 		return nil, err
 	}
+	var since objects.ID // the commit the host last synced with, when merged
 	if !newBranch && !prevWS.IsZero() && wsTree != prevWS {
 		// The branch moved since the workspace last synced (an agent's
 		// sessions): the host's changes since then go on top of the
 		// branch's, which a snapshot of the host would undo.
-		since, base, err := tx.syncedBase(dir, name, branch, parent)
+		var base objects.ID
+		since, base, err = tx.syncedBase(dir, name, parent)
 		if err != nil {
 			return nil, fmt.Errorf("push %s: %w", dir, err)
 		}
@@ -383,7 +387,9 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 				return nil, fmt.Errorf("%w: nothing was committed; %d path(s) changed both here and on %s since %s last synced (commit %s):\n  %s%s\n(push to a new branch with -b NAME and compare with 'art diff %s NAME', or undo those host changes and pull)",
 					ErrPushConflict, len(m.conflicts), branch, dir, since.Short(), strings.Join(list, "\n  "), more, branch)
 			}
-			wsTree, res.Merged, res.MergedSince = merged, m.fromTip, since
+			if merged != wsTree {
+				wsTree, res.Merged, res.MergedSince = merged, max(m.fromTip, 1), since
+			}
 		}
 	}
 	if o.Report != nil {
@@ -416,19 +422,45 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	sess := o.Session
 	if sess == nil {
 		sess = &objects.Session{Mode: "push", Workspace: name, Start: start.UnixNano(), End: time.Now().UnixNano(), Version: Version}
-		if res.Merged > 0 {
-			// Not the host's own tree: pull's check of what git runs
-			// must not take the branch's changes in it for the user's.
-			sess.Status = PushMerged
-		}
 	}
+	synced := objects.Zero // what the workspace now holds, as a commit
 	c := &objects.Commit{Tree: newRoot, Time: time.Now().UnixNano(), Author: Author(), Message: msg, Session: sess}
 	if !parent.IsZero() {
 		c.Parents = []objects.ID{parent}
 	}
+	if res.Merged > 0 {
+		// The host's own tree is a commit of its own on what it last
+		// synced with, and the branch gets a merge of it: the next push
+		// merges from what the host holds (from the merge, it took the
+		// host's stale files for its changes and undid the session).
+		sinceCommit, err := tx.LoadCommit(since)
+		if err != nil {
+			return nil, err
+		}
+		hostRoot, err := tx.ReplaceAt(sinceCommit.Tree, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: root.mode, ID: hostTree, MTime: root.mtime})
+		if err != nil {
+			return nil, err
+		}
+		own := *sess
+		if synced, err = tx.PutCommit(&objects.Commit{Tree: hostRoot, Time: c.Time, Author: c.Author, Message: msg, Session: &own, Parents: []objects.ID{since}}); err != nil {
+			return nil, err
+		}
+		c.Parents = append(c.Parents, synced)
+		c.Message = fmt.Sprintf("%s (merged with %s)", msg, branch)
+	}
+	if res.Merged > 0 || kept > 0 {
+		// Not the host's own tree: pull's check of what git runs must
+		// not take the branch's changes in it for the user's.
+		merged := *sess
+		merged.Status = PushMerged
+		c.Session = &merged
+	}
 	cid, err := tx.PutCommit(c)
 	if err != nil {
 		return nil, err
+	}
+	if synced.IsZero() {
+		synced = cid
 	}
 	if err := tx.Advance(branch, cid); err != nil {
 		return nil, err
@@ -436,7 +468,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if err := tx.writePushRows(dir, sc); err != nil {
 		return nil, err
 	}
-	if err := tx.setWorkspace(dir, name, cid, branch); err != nil {
+	if err := tx.setWorkspace(dir, name, synced, branch); err != nil {
 		return nil, err
 	}
 	res.NewObjects, res.NewBytes = tx.NewObjects, tx.NewBytes
