@@ -68,6 +68,10 @@ pointed at. Names follow git's check-ref-format rules.`,
 					Current bool   `json:"current"`
 				}
 				out := []bj{}
+				if !h.Detached() && h.Commit.IsZero() {
+					// As the text says "* main (no commits yet)".
+					out = append(out, bj{h.Branch, "", true})
+				}
 				for _, b := range bs {
 					out = append(out, bj{b.Name, b.Commit.String(), b.Name == h.Branch})
 				}

@@ -23,6 +23,9 @@ type commitJSON struct {
 	Added    int              `json:"added"`
 	Modified int              `json:"modified"`
 	Deleted  int              `json:"deleted"`
+	// Stat is art show --stat --json's per-path counts (as art diff
+	// --stat --json gives them); --stat was dropped with --json.
+	Stat []statJSON `json:"stat,omitempty"`
 }
 
 func toJSON(r *repo.Repo, id objects.ID, c *objects.Commit, refs []string) (commitJSON, error) {

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/artproject/art/objects"
+	"github.com/artproject/art/repo"
 	"github.com/artproject/art/tracer"
 )
 
@@ -64,6 +65,15 @@ func newShowCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if stat {
+					changes, err := showChanges(r, cm)
+					if err != nil {
+						return err
+					}
+					if j.Stat, err = statsOf(r, changes); err != nil {
+						return err
+					}
+				}
 				return writeJSON(g.stdout, j)
 			}
 			pal := palette{colorOn(g.stdout)}
@@ -98,15 +108,7 @@ func newShowCmd(g *globals) *cobra.Command {
 				}
 			}
 			fmt.Fprintln(g.stdout)
-			var parentTree objects.ID
-			if len(cm.Parents) > 0 {
-				pc, err := r.LoadCommit(cm.Parents[0])
-				if err != nil {
-					return err
-				}
-				parentTree = pc.Tree
-			}
-			changes, err := r.DiffTrees(parentTree, cm.Tree, nil)
+			changes, err := showChanges(r, cm)
 			if err != nil {
 				return err
 			}
@@ -152,4 +154,17 @@ func policySummary(raw []byte) string {
 		}
 	}
 	return fmt.Sprintf("default %s; rules: %s; from %s", p.Default, strings.Join(parts, ", "), strings.Join(order, ", "))
+}
+
+// showChanges is what commit cm changed against its first parent.
+func showChanges(r *repo.Repo, cm *objects.Commit) ([]repo.Change, error) {
+	var parentTree objects.ID
+	if len(cm.Parents) > 0 {
+		pc, err := r.LoadCommit(cm.Parents[0])
+		if err != nil {
+			return nil, err
+		}
+		parentTree = pc.Tree
+	}
+	return r.DiffTrees(parentTree, cm.Tree, nil)
 }
