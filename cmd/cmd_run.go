@@ -526,6 +526,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		return runFail(fmt.Errorf("mount the home: %w", err))
 	}
 	cfg.Home = mnt
+	cfg.Env = append(gitStatEnv(cfg.Env), cfg.Env...)
 	repoDir := filepath.Dir(r.Path)
 	cfg.Hide = []string{repoDir, r.Path, filepath.Join(dir, repo.DirName)}
 	if hideWorkspace(dir, mnt, cfg.Binds) {
@@ -668,4 +669,25 @@ func startIn(g *globals, wsDir, ws, sub string) string {
 	fmt.Fprintf(g.stderr, "art: warning: %s is not a directory in the sandbox's /home/agent/%s (left out by .artignore, or made since the last push?); starting in /home/agent/%s\n",
 		repo.QuotePath(sub), ws, ws)
 	return ""
+}
+
+// gitStatEnv has git inside the sandbox compare a file's size and whole
+// seconds of mtime only (core.checkStat=minimal, core.trustctime=false),
+// as git advises where inode numbers are not stable: a file made in a
+// session has another number, and a ctime equal to its mtime, once the
+// session is committed, so the first git status of the next session
+// re-read every such file (3 s for the Go tree) and rewrote .git/index,
+// which that session then recorded as changed. Nothing when the caller
+// sets git's environment configuration itself (--env GIT_CONFIG_COUNT).
+func gitStatEnv(user []string) []string {
+	for _, kv := range user {
+		if strings.HasPrefix(kv, "GIT_CONFIG_") {
+			return nil
+		}
+	}
+	return []string{
+		"GIT_CONFIG_COUNT=2",
+		"GIT_CONFIG_KEY_0=core.checkStat", "GIT_CONFIG_VALUE_0=minimal",
+		"GIT_CONFIG_KEY_1=core.trustctime", "GIT_CONFIG_VALUE_1=false",
+	}
 }

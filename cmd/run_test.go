@@ -8,6 +8,7 @@ package cmd
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -890,5 +891,34 @@ func TestRunStartsInTheSubdirectory(t *testing.T) {
 		if c.warn != "" && !strings.Contains(res.stderr, c.warn) {
 			t.Errorf("from %s: no word that it starts at the root:\n%s", c.cwd, res)
 		}
+	}
+}
+
+// git in a session compares size and whole-second mtimes only: a file made
+// in a session has another inode number (and ctime) once committed, so the
+// next session's first git status re-read every such file and rewrote
+// .git/index, which that session then recorded as changed.
+func TestRunGitIndexSurvivesTheCommit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skipf("skipping: git is missing (%v)", err)
+	}
+	r := newRepo(t, map[string]string{"keep": "x\n"})
+	r.mustArt("run", "-i=false", "--", "sh", "-c",
+		`git init -q r && cd r && for i in 1 2 3 4 5; do echo $i > f$i; done && git add . && git -c user.email=a@b -c user.name=a commit -qm one`)
+	res := r.mustArt("run", "-i=false", "--", "sh", "-c", `cd r && git status --porcelain && env | grep '^GIT_CONFIG_' | sort`)
+	if strings.Contains(res.stdout, "f1") {
+		t.Errorf("git status in the next session shows changes:\n%s", res.stdout)
+	}
+	if !strings.Contains(res.stdout, "GIT_CONFIG_KEY_0=core.checkStat") {
+		t.Errorf("no git stat configuration in the environment:\n%s", res.stdout)
+	}
+	show := r.mustArt("show", "--stat", "HEAD")
+	if strings.Contains(show.stdout, ".git/index") {
+		t.Errorf("a session that only ran git status recorded .git/index as changed:\n%s", show.stdout)
+	}
+	// The caller's own git environment configuration replaces art's.
+	res = r.mustArt("run", "-i=false", "--env", "GIT_CONFIG_COUNT=0", "--", "sh", "-c", `env | grep '^GIT_CONFIG_' | sort`)
+	if strings.TrimSpace(res.stdout) != "GIT_CONFIG_COUNT=0" {
+		t.Errorf("--env GIT_CONFIG_COUNT=0: the sandbox has\n%s", res.stdout)
 	}
 }
