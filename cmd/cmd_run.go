@@ -57,9 +57,12 @@ never modified; export a state with 'art pull --commit REV'.
 
 The sandbox sees the host root read-only, a private /tmp, no network (unless
 --net), no capabilities, a cleared environment (HOME, PATH, PWD, TERM, LANG,
-USER and --env values), and nothing of the repository. Started by root, the
-agent runs as an unprivileged user (--user, default nobody). Extra binds come
-from the host's DIR/.art/config/binds.json only.
+USER, --env values, and GIT_CONFIG_* setting core.checkStat=minimal: inode
+numbers change when a session is committed), and nothing of the repository.
+Started by root, the agent runs as an unprivileged user (--user, default
+nobody) with its supplementary groups. Started in a subdirectory of the
+workspace, the command starts there. Extra binds come from the host's
+DIR/.art/config/binds.json only.
 
 With no repository (or --direct) the host DIR is bound read-write at
 /home/agent/<basename> and nothing is recorded.
