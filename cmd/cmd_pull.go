@@ -88,23 +88,27 @@ run the same pull again to finish it; art status says so until then.`,
 	return c
 }
 
-// pulledBranch names a branch whose tip a pull of rev (resolved to id)
-// takes: rev itself, HEAD's branch, or any branch at id (a pull by commit
-// id, a detached HEAD); "" for any other commit (an old one, to go back
-// to), after which a push records the host as it is.
+// pulledBranch names the branch whose tip a pull of rev (resolved to id)
+// takes: rev itself when it is a branch at id, else HEAD's branch when id
+// is its tip (a pull by the tip's id), or repo.DetachedHead for a pull of
+// a detached HEAD's commit; "" for any other commit (an old one, to go
+// back to; even when another branch, a bookmark, is at it), after which a
+// push records the host as it is.
 func pulledBranch(r *repo.Repo, rev string, id objects.ID) string {
-	names := []string{rev}
-	if h, err := r.Head(); err == nil && !h.Detached() {
-		names = append(names, h.Branch)
+	if tip, err := r.BranchTip(rev); err == nil && tip == id {
+		return rev
 	}
-	if bs, err := r.Branches(); err == nil {
-		for _, b := range bs {
-			names = append(names, b.Name)
+	h, err := r.Head()
+	switch {
+	case err != nil:
+		return ""
+	case h.Detached():
+		if h.Commit == id {
+			return repo.DetachedHead
 		}
-	}
-	for _, name := range names {
-		if tip, err := r.BranchTip(name); err == nil && tip == id {
-			return name
+	default:
+		if tip, err := r.BranchTip(h.Branch); err == nil && tip == id {
+			return h.Branch
 		}
 	}
 	return ""

@@ -182,7 +182,9 @@ func TestRunEscapes(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("env: %s", res)
 	}
-	allowed := map[string]bool{"HOME": true, "PATH": true, "PWD": true, "TERM": true, "LANG": true, "USER": true, "MINE": true, "SHLVL": true, "_": true}
+	allowed := map[string]bool{"HOME": true, "PATH": true, "PWD": true, "TERM": true, "LANG": true, "USER": true, "MINE": true, "SHLVL": true, "_": true,
+		// git's stat configuration (gitStatEnv), documented with the rest.
+		"GIT_CONFIG_COUNT": true, "GIT_CONFIG_KEY_0": true, "GIT_CONFIG_VALUE_0": true, "GIT_CONFIG_KEY_1": true, "GIT_CONFIG_VALUE_1": true}
 	for _, line := range strings.Split(strings.TrimSpace(res.stdout), "\n") {
 		k, _, _ := strings.Cut(line, "=")
 		if !allowed[k] {

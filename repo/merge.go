@@ -3,6 +3,7 @@ package repo
 import (
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/artproject/art/objects"
 )
@@ -29,20 +30,23 @@ func sameOrAbsent(a, b *objects.Entry) bool {
 	return sameEntry(a, b)
 }
 
+// modeKept reports whether a host mode h is base's as a pull writes it:
+// a pull strips set-ID and other-write bits (hostMode), which is no change
+// by the host.
+func modeKept(h, base uint32) bool {
+	return h == base || h&^unsafeModeBits == base&^unsafeModeBits && h&unsafeModeBits&^base == 0
+}
+
 // hostKept reports whether the host's entry h still holds what base
-// held, as a pull wrote it: a pull strips set-ID and other-write bits
-// (hostMode), which is no change by the host (it made the agent's 0666
-// file, changed in the commit since, conflict with the host's 0664).
+// held, as a pull wrote it: the mode a pull stripped (it made the agent's
+// 0666 file, changed in the commit since, conflict with the host's 0664)
+// and the xattrs pull does not write (push keeps them only where the
+// content did not change) are no change by the host.
 func hostKept(h, base *objects.Entry) bool {
-	if sameOrAbsent(h, base) {
-		return true
+	if h == nil || base == nil {
+		return h == base
 	}
-	if h == nil || base == nil || h.Mode == base.Mode {
-		return false
-	}
-	hh, bb := *h, *base
-	hh.Mode, bb.Mode = 0, 0
-	return sameEntry(&hh, &bb) && h.Mode&^unsafeModeBits == base.Mode&^unsafeModeBits && h.Mode&unsafeModeBits&^base.Mode == 0
+	return h.Type == base.Type && h.ID == base.ID && h.Size == base.Size && h.Target == base.Target && modeKept(h.Mode, base.Mode)
 }
 
 // merge3 merges the directory trees host and tip (either changed from
@@ -56,8 +60,9 @@ func (tx *Tx) merge3(rel string, base, host, tip objects.ID, res *mergeResult) (
 	case host == tip:
 		return tip, nil
 	case host == base:
-		res.fromTip++
-		return tip, nil
+		n, err := tx.countChanges(base, tip)
+		res.fromTip += n
+		return tip, err
 	case tip == base:
 		return host, nil
 	}
@@ -121,8 +126,10 @@ func (tx *Tx) merge3Entry(path string, eb, eh, et *objects.Entry, res *mergeResu
 	case sameOrAbsent(eh, et):
 		return eh, nil // alike on both, or changed on neither
 	case hostKept(eh, eb):
-		res.fromTip++
-		return et, nil // unchanged on the host: the branch's (nil: deleted there)
+		// Unchanged on the host: the branch's (nil: deleted there).
+		n, err := tx.countEntryChanges(eb, et)
+		res.fromTip += n
+		return et, err
 	case sameOrAbsent(et, eb):
 		return eh, nil // changed on the host only
 	case eh != nil && et != nil && eh.Type == objects.TypeDir && et.Type == objects.TypeDir:
@@ -138,7 +145,7 @@ func (tx *Tx) merge3Entry(path string, eb, eh, et *objects.Entry, res *mergeResu
 					res.fromTip++
 				}
 			case et.Mode != eb.Mode && et.Mode != eh.Mode:
-				res.conflicts = append(res.conflicts, path+" (its mode)")
+				res.conflicts = append(res.conflicts, path+" (its mode, changed here and on the branch)")
 			}
 		}
 		id, err := tx.merge3(path, bid, eh.ID, et.ID, res)
@@ -162,13 +169,101 @@ func (tx *Tx) merge3Entry(path string, eb, eh, et *objects.Entry, res *mergeResu
 					if c.gone == et {
 						res.fromTip++
 					}
-					return nil, nil
+					return nil, nil // the deletion
 				}
 			}
 		}
 	}
-	res.conflicts = append(res.conflicts, path)
+	why := "changed here and on the branch"
+	switch {
+	case eh == nil:
+		why = "deleted here, changed on the branch"
+	case et == nil:
+		why = "changed here, deleted on the branch"
+	case eb == nil:
+		why = "added here and on the branch"
+	}
+	res.conflicts = append(res.conflicts, path+" ("+why+")")
 	return nil, nil
+}
+
+// countChanges counts the paths that differ between trees a and b (times
+// aside), as art diff lists them.
+func (tx *Tx) countChanges(a, b objects.ID) (int, error) {
+	if a == b {
+		return 0, nil
+	}
+	load := func(id objects.ID) (*objects.Tree, error) {
+		if id.IsZero() {
+			return &objects.Tree{}, nil
+		}
+		return tx.LoadTree(id)
+	}
+	ta, err := load(a)
+	if err != nil {
+		return 0, err
+	}
+	tb, err := load(b)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	i, j := 0, 0
+	for i < len(ta.Entries) || j < len(tb.Entries) {
+		var ea, eb *objects.Entry
+		switch {
+		case j >= len(tb.Entries) || i < len(ta.Entries) && ta.Entries[i].Name < tb.Entries[j].Name:
+			ea = &ta.Entries[i]
+			i++
+		case i >= len(ta.Entries) || tb.Entries[j].Name < ta.Entries[i].Name:
+			eb = &tb.Entries[j]
+			j++
+		default:
+			ea, eb = &ta.Entries[i], &tb.Entries[j]
+			i++
+			j++
+		}
+		k, err := tx.countEntryChanges(ea, eb)
+		if err != nil {
+			return 0, err
+		}
+		n += k
+	}
+	return n, nil
+}
+
+// countEntryChanges counts the paths that differ between two entries of
+// one name (nil: absent): a directory's own mode or xattrs, and what
+// differs below it.
+func (tx *Tx) countEntryChanges(a, b *objects.Entry) (int, error) {
+	if sameOrAbsent(a, b) {
+		return 0, nil
+	}
+	aDir := a != nil && a.Type == objects.TypeDir
+	bDir := b != nil && b.Type == objects.TypeDir
+	if !aDir && !bDir {
+		return 1, nil
+	}
+	n := 0
+	var ia, ib objects.ID
+	if aDir {
+		ia = a.ID
+	} else if a != nil {
+		n++ // a non-directory replaced
+	}
+	if bDir {
+		ib = b.ID
+	} else if b != nil {
+		n++
+	}
+	if aDir && bDir && !sameMeta(a, b) {
+		n++
+	}
+	k, err := tx.countChanges(ia, ib)
+	if (aDir != bDir) && k == 0 {
+		k = 1 // an empty directory made or removed
+	}
+	return n + k, err
 }
 
 // sameIgnoringTimes reports whether two trees hold the same names, types,
@@ -207,8 +302,15 @@ func (tx *Tx) sameIgnoringTimes(a, b objects.ID) (bool, error) {
 }
 
 // isAncestor reports whether commit a is c or reached from c by parents,
-// looking at most limit commits back.
+// looking at most limit commits back, and not below commits made a day
+// before a (clocks may differ that much): an a on no line of c's would
+// otherwise have every push walk the whole history.
 func (tx *Tx) isAncestor(a, c objects.ID, limit int) (bool, error) {
+	ac, err := tx.LoadCommit(a)
+	if err != nil {
+		return false, err
+	}
+	floor := ac.Time - int64(24*time.Hour)
 	queue := []objects.ID{c}
 	seen := map[objects.ID]bool{c: true}
 	for len(queue) > 0 && limit > 0 {
@@ -221,6 +323,9 @@ func (tx *Tx) isAncestor(a, c objects.ID, limit int) (bool, error) {
 		cm, err := tx.LoadCommit(id)
 		if err != nil {
 			return false, err
+		}
+		if cm.Time < floor {
+			continue
 		}
 		for _, p := range cm.Parents {
 			if !seen[p] {
@@ -237,40 +342,87 @@ func (tx *Tx) isAncestor(a, c objects.ID, limit int) (bool, error) {
 const maxMergeSearch = 100000
 
 // syncedBase returns the commit a host workspace last synced with (a push,
-// or a pull of a branch's tip) and its tree of the workspace, when that
-// commit is an older commit of tip's history: the base for merging the
-// host's changes with the branch's since. Zero ids when there is none (a
-// pull of another commit, an old one to go back to, has the push record
-// the host as it is).
-func (tx *Tx) syncedBase(dir, name string, tip objects.ID) (commit, tree objects.ID, err error) {
+// or a pull of a branch's tip), since, and the workspace's entry (nil:
+// none) in the base for merging the host's changes with the branch's:
+// since itself when it is an older commit of tip's history, else the
+// newest commit both histories share (the host pushed onto another
+// branch, art checkout main, push). Zero when there is none: never synced,
+// synced with tip itself, gc took since, or a pull of some other commit
+// (an old one, to go back to), after which the push records the host as
+// it is.
+func (tx *Tx) syncedBase(dir, name string, tip objects.ID) (since objects.ID, base *objects.Entry, err error) {
 	var cid []byte
 	var synced sql.NullString
 	if err := tx.QueryRow(`SELECT commit_id, branch FROM workspaces WHERE path=?`, dir).Scan(&cid, &synced); err != nil || len(cid) != objects.IDSize || synced.String == "" {
-		return objects.Zero, objects.Zero, nil // never synced, with no commit, or not with a branch's tip
+		return objects.Zero, nil, nil // never synced, with no commit, or not with a branch's tip
 	}
-	copy(commit[:], cid)
-	if commit == tip {
-		return objects.Zero, objects.Zero, nil
+	copy(since[:], cid)
+	if since == tip {
+		return objects.Zero, nil, nil
 	}
-	if ok, err := tx.hasCommit(commit); err != nil || !ok {
-		return objects.Zero, objects.Zero, err // gc took it
+	if ok, err := tx.hasCommit(since); err != nil || !ok {
+		return objects.Zero, nil, err // gc took it
 	}
-	if ok, err := tx.isAncestor(commit, tip, maxMergeSearch); err != nil || !ok {
-		return objects.Zero, objects.Zero, err
+	baseCommit := since
+	if ok, err := tx.isAncestor(since, tip, maxMergeSearch); err != nil {
+		return objects.Zero, nil, err
+	} else if !ok {
+		if baseCommit, err = tx.mergeBase(since, tip); err != nil || baseCommit.IsZero() {
+			return objects.Zero, nil, err
+		}
 	}
-	c, err := tx.LoadCommit(commit)
+	c, err := tx.LoadCommit(baseCommit)
 	if err != nil {
-		return objects.Zero, objects.Zero, err
+		return objects.Zero, nil, err
 	}
 	t, err := tx.LoadTree(c.Tree)
 	if err != nil {
-		return objects.Zero, objects.Zero, err
+		return objects.Zero, nil, err
 	}
-	e, ok := t.Find(name)
-	if !ok || e.Type != objects.TypeDir {
-		return commit, objects.Zero, nil // the workspace was not in it: an empty base
+	if e, ok := t.Find(name); ok && e.Type == objects.TypeDir {
+		return since, e, nil
 	}
-	return commit, e.ID, nil
+	return since, nil, nil // the workspace was not in it: an empty base
+}
+
+// mergeBase returns the newest commit that a and b both reach by parents
+// (zero when none within maxMergeSearch commits of a).
+func (tx *Tx) mergeBase(a, b objects.ID) (objects.ID, error) {
+	ofA := map[objects.ID]bool{}
+	queue := []objects.ID{a}
+	for len(queue) > 0 && len(ofA) < maxMergeSearch {
+		id := queue[0]
+		queue = queue[1:]
+		if ofA[id] {
+			continue
+		}
+		ofA[id] = true
+		c, err := tx.LoadCommit(id)
+		if err != nil {
+			return objects.Zero, err
+		}
+		queue = append(queue, c.Parents...)
+	}
+	queue = []objects.ID{b}
+	seen := map[objects.ID]bool{b: true}
+	for n := 0; len(queue) > 0 && n < maxMergeSearch; n++ {
+		id := queue[0]
+		queue = queue[1:]
+		if ofA[id] {
+			return id, nil
+		}
+		c, err := tx.LoadCommit(id)
+		if err != nil {
+			return objects.Zero, err
+		}
+		for _, p := range c.Parents {
+			if !seen[p] {
+				seen[p] = true
+				queue = append(queue, p)
+			}
+		}
+	}
+	return objects.Zero, nil
 }
 
 // keepExcluded puts back into the host's workspace tree (host) what the

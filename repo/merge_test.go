@@ -96,7 +96,7 @@ func TestPushMergesTheBranchsChanges(t *testing.T) {
 	tip, _ := r.BranchTip("main")
 	writeFiles(t, ws, map[string]string{"b": "host again\n"})
 	_, err = r.Push(context.Background(), PushOptions{Dir: ws})
-	if !errors.Is(err, ErrPushConflict) || !strings.Contains(err.Error(), "\n  b\n") || !strings.Contains(err.Error(), "-b NAME") {
+	if !errors.Is(err, ErrPushConflict) || !strings.Contains(err.Error(), "\n  b (changed here and on the branch)\n") || !strings.Contains(err.Error(), "-b NAME") {
 		t.Fatalf("push of a path both changed: %v", err)
 	}
 	if now, _ := r.BranchTip("main"); now != tip {
@@ -378,7 +378,7 @@ func TestMergeCases(t *testing.T) {
 			func(dir string) {
 				os.Chmod(filepath.Join(dir, "d"), 0o700)
 				writeFiles(t, dir, map[string]string{"d/y": "y\n"})
-			}, "d (its mode)", nil},
+			}, "d (its mode, changed here and on the branch)", nil},
 		{"a directory's mode, changed on the branch", func(ws string) { writeFiles(t, ws, map[string]string{"d/z": "z\n"}) },
 			func(dir string) { os.Chmod(filepath.Join(dir, "d"), 0o700) }, "", map[string]string{"d": "mode 0700", "d/z": "z\n"}},
 		{"deleted on the branch, only times changed on the host", func(ws string) {
@@ -436,4 +436,139 @@ func TestMergeCases(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The cases a second review of the merge found.
+func TestMergeAfterReview(t *testing.T) {
+	setup := func(t *testing.T) (*Repo, string) {
+		r := newTestRepo(t)
+		ws := newWorkspace(t, "ws")
+		os.Chmod(ws, 0o755)
+		writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b\n", "c": "c\n", "d": "d\n", "e": "e\n"})
+		push(t, r, ws, "v1")
+		return r, ws
+	}
+	rootMode := func(t *testing.T, r *Repo, commit objects.ID) uint32 {
+		c, _ := r.LoadCommit(commit)
+		e, ok, err := r.Lookup(c.Tree, []string{"ws"})
+		if err != nil || !ok {
+			t.Fatal(err)
+		}
+		return e.Mode
+	}
+	t.Run("a session's chmod of the root", func(t *testing.T) {
+		r, ws := setup(t)
+		agentSession(t, r, func(dir string) { os.Chmod(dir, 0o750) })
+		res := push(t, r, ws, "host unchanged")
+		if m := rootMode(t, r, res.Commit); m != 0o750 {
+			t.Errorf("push undid the session's chmod of the root: %04o", m)
+		}
+		writeFiles(t, ws, map[string]string{"b": "host\n"})
+		res = push(t, r, ws, "host changed b")
+		if m := rootMode(t, r, res.Commit); m != 0o750 {
+			t.Errorf("a merged push undid the session's chmod of the root: %04o", m)
+		}
+	})
+	t.Run("the count of kept changes", func(t *testing.T) {
+		r, ws := setup(t)
+		agentSession(t, r, func(dir string) {
+			writeFiles(t, dir, map[string]string{"a": "1\n", "c": "1\n", "d": "1\n"})
+			os.Remove(filepath.Join(dir, "e"))
+		})
+		writeFiles(t, ws, map[string]string{"b": "host\n"})
+		if res := push(t, r, ws, "merged"); res.Merged != 4 {
+			t.Errorf("merged counted %d changes, want 4 (3 modified, 1 deleted)", res.Merged)
+		}
+	})
+	t.Run("a detached HEAD", func(t *testing.T) {
+		r, ws := setup(t)
+		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n"}) })
+		tip, _ := r.BranchTip("main")
+		tx, _ := r.Begin()
+		if err := tx.SetHead(Head{Commit: tip}); err != nil {
+			t.Fatal(err)
+		}
+		tx.Commit()
+		writeFiles(t, ws, map[string]string{"b": "host\n"})
+		push(t, r, ws, "merged")
+		writeFiles(t, ws, map[string]string{"c": "host\n"})
+		res := push(t, r, ws, "again")
+		if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "agent\n" || got["b"] != "host\n" || got["c"] != "host\n" {
+			t.Errorf("pushes on a detached HEAD undid the session: %v", got)
+		}
+	})
+	t.Run("xattrs pull does not write", func(t *testing.T) {
+		r, ws := setup(t)
+		// The branch gives a an xattr (a session's setfattr: push does not
+		// read xattrs), the host pulls it, a session changes a.
+		tip, _ := r.BranchTip("main")
+		c, _ := r.LoadCommit(tip)
+		e, _, _ := r.Lookup(c.Tree, []string{"ws", "a"})
+		e.Xattrs = []objects.Xattr{{Name: "user.tag", Value: []byte("1")}}
+		tx, _ := r.Begin()
+		root, err := tx.ReplaceAt(c.Tree, []string{"ws", "a"}, &e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := tx.PutCommit(&objects.Commit{Tree: root, Parents: []objects.ID{tip}, Message: "setfattr", Time: c.Time + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx.Advance("main", id)
+		tx.Commit()
+		if _, err := r.Pull(PullOptions{Dir: ws, Commit: id, Branch: "main"}); err != nil {
+			t.Fatal(err)
+		}
+		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n"}) })
+		writeFiles(t, ws, map[string]string{"b": "host\n"})
+		res, err := r.Push(context.Background(), PushOptions{Dir: ws})
+		if err != nil {
+			t.Fatalf("an xattr the host never had made a conflict: %v", err)
+		}
+		if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "agent\n" || got["b"] != "host\n" {
+			t.Errorf("merged %v", got)
+		}
+	})
+	t.Run("back to main after a merge onto another branch", func(t *testing.T) {
+		r, ws := setup(t)
+		v1, _ := r.BranchTip("main")
+		tx, _ := r.Begin()
+		tx.SetBranch("attempt", v1)
+		tx.Commit()
+		other := filepath.Join(t.TempDir(), "ws")
+		if _, err := r.Pull(PullOptions{Dir: other, Commit: v1, Branch: "attempt"}); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, other, map[string]string{"c": "attempt\n"})
+		if _, err := r.Push(context.Background(), PushOptions{Dir: other, Branch: "attempt"}); err != nil {
+			t.Fatal(err)
+		}
+		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n"}) })
+		writeFiles(t, ws, map[string]string{"b": "host\n"})
+		if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "attempt"}); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, ws, map[string]string{"b": "host 2\n"})
+		res, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "main"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "agent\n" || got["b"] != "host 2\n" {
+			t.Errorf("the push back onto main undid its session: %v", got)
+		}
+	})
+	t.Run("conflicts sorted, with reasons", func(t *testing.T) {
+		r, ws := setup(t)
+		agentSession(t, r, func(dir string) {
+			writeFiles(t, dir, map[string]string{"e": "agent\n", "a": "agent\n"})
+			os.Remove(filepath.Join(dir, "c"))
+		})
+		writeFiles(t, ws, map[string]string{"e": "host\n", "c": "host\n"})
+		os.Remove(filepath.Join(ws, "a"))
+		_, err := r.Push(context.Background(), PushOptions{Dir: ws})
+		want := "\n  a (deleted here, changed on the branch)\n  c (changed here, deleted on the branch)\n  e (changed here and on the branch)\n"
+		if !errors.Is(err, ErrPushConflict) || !strings.Contains(err.Error(), want) {
+			t.Errorf("conflicts: %v\nwant the list%s", err, want)
+		}
+	})
 }

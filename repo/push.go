@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -54,6 +55,11 @@ type PushResult struct {
 	Merged      int
 	MergedSince objects.ID
 }
+
+// DetachedHead is what the workspaces table records as the branch of a
+// sync with a detached HEAD's commit: a branch's tip all the same for the
+// next push's merge (a name no branch can have).
+const DetachedHead = "HEAD"
 
 // PushMerged is the session status of a push whose commit merged the
 // host's changes with the branch's.
@@ -340,13 +346,14 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	// does not show (pull does not write them), are kept for entries the
 	// host has as they were.
 	var prevWS objects.ID
+	var prevEntry *objects.Entry
 	if !parent.IsZero() {
 		pc, err := tx.LoadCommit(parent)
 		if err != nil {
 			return nil, err
 		}
 		if e := tx.prevEntries(pc.Tree)[name]; e != nil && e.Type == objects.TypeDir {
-			prevWS = e.ID
+			prevWS, prevEntry = e.ID, e
 		}
 	}
 	wsTree, built, err := tx.buildTree(root, true, prevWS)
@@ -359,36 +366,55 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if wsTree, err = tx.keepExcluded(sc, "", wsTree, prevWS, &kept); err != nil {
 		return nil, err
 	}
-	var since objects.ID // the commit the host last synced with, when merged
-	if !newBranch && !prevWS.IsZero() && wsTree != prevWS {
+	var since objects.ID  // the commit the host last synced with, when merged
+	rootMode := root.mode // the workspace root's own mode in the commit
+	if !newBranch && prevEntry != nil {
 		// The branch moved since the workspace last synced (an agent's
 		// sessions): the host's changes since then go on top of the
 		// branch's, which a snapshot of the host would undo.
-		var base objects.ID
-		since, base, err = tx.syncedBase(dir, name, parent)
+		s, base, err := tx.syncedBase(dir, name, parent)
 		if err != nil {
 			return nil, fmt.Errorf("push %s: %w", dir, err)
 		}
-		if !since.IsZero() && base != prevWS {
+		if !s.IsZero() {
 			var m mergeResult
-			merged, err := tx.merge3("", base, wsTree, prevWS, &m)
-			if err != nil {
-				return nil, fmt.Errorf("push %s: %w", dir, err)
+			var baseTree objects.ID
+			if base != nil {
+				baseTree = base.ID
+				// The root's own mode, which no tree below holds.
+				switch {
+				case prevEntry.Mode == base.Mode || prevEntry.Mode == root.mode:
+				case modeKept(root.mode, base.Mode):
+					rootMode = prevEntry.Mode
+					m.fromTip++
+				default:
+					m.conflicts = append(m.conflicts, ". (its mode, changed here and on the branch)")
+				}
+			}
+			merged := wsTree
+			if wsTree != prevWS && baseTree != prevWS {
+				if merged, err = tx.merge3("", baseTree, wsTree, prevWS, &m); err != nil {
+					return nil, fmt.Errorf("push %s: %w", dir, err)
+				}
 			}
 			if len(m.conflicts) > 0 {
+				sort.Strings(m.conflicts)
 				list := m.conflicts
 				more := ""
 				if len(list) > 20 {
 					list, more = list[:20], fmt.Sprintf("\n  ... and %d more", len(m.conflicts)-20)
 				}
-				for i := range list {
-					list[i] = QuotePath(list[i])
+				onto := branch
+				if onto == "" {
+					onto = "HEAD"
 				}
-				return nil, fmt.Errorf("%w: nothing was committed; %d path(s) changed both here and on %s since %s last synced (commit %s):\n  %s%s\n(push to a new branch with -b NAME and compare with 'art diff %s NAME', or undo those host changes and pull)",
-					ErrPushConflict, len(m.conflicts), branch, dir, since.Short(), strings.Join(list, "\n  "), more, branch)
+				return nil, fmt.Errorf("%w: nothing was committed; %d path(s) changed both here and on %s since %s last synced (commit %s):\n  %s%s\n(push to a new branch with -b NAME and compare with 'art diff %s NAME', or make those paths here as they are on %s and push again)",
+					ErrPushConflict, len(m.conflicts), onto, dir, s.Short(), strings.Join(list, "\n  "), more, onto, onto)
 			}
-			if merged != wsTree {
-				wsTree, res.Merged, res.MergedSince = merged, max(m.fromTip, 1), since
+			if m.fromTip > 0 {
+				wsTree, res.Merged, res.MergedSince, since = merged, m.fromTip, s, s
+			} else {
+				rootMode = root.mode
 			}
 		}
 	}
@@ -411,7 +437,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	} else if baseRoot, err = tx.EmptyTree(); err != nil {
 		return nil, err
 	}
-	newRoot, err := tx.ReplaceAt(baseRoot, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: root.mode, ID: wsTree, MTime: root.mtime})
+	newRoot, err := tx.ReplaceAt(baseRoot, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: rootMode, ID: wsTree, MTime: root.mtime})
 	if err != nil {
 		return nil, err
 	}
@@ -446,7 +472,11 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 			return nil, err
 		}
 		c.Parents = append(c.Parents, synced)
-		c.Message = fmt.Sprintf("%s (merged with %s)", msg, branch)
+		onto := branch
+		if onto == "" {
+			onto = "HEAD"
+		}
+		c.Message = fmt.Sprintf("%s (merged with %s)", msg, onto)
 	}
 	if res.Merged > 0 || kept > 0 {
 		// Not the host's own tree: pull's check of what git runs must
@@ -468,7 +498,11 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if err := tx.writePushRows(dir, sc); err != nil {
 		return nil, err
 	}
-	if err := tx.setWorkspace(dir, name, synced, branch); err != nil {
+	syncedWith := branch
+	if syncedWith == "" {
+		syncedWith = DetachedHead // HEAD's tip all the same: the next push merges from it
+	}
+	if err := tx.setWorkspace(dir, name, synced, syncedWith); err != nil {
 		return nil, err
 	}
 	res.NewObjects, res.NewBytes = tx.NewObjects, tx.NewBytes
