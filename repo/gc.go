@@ -31,7 +31,11 @@ func (r *Repo) Roots() ([]objects.ID, error) {
 	if !h.Commit.IsZero() {
 		roots = append(roots, h.Commit)
 	}
-	rows, err := r.DB.Query(`SELECT base FROM worktrees`)
+	// The commit each host workspace last synced with while its branch
+	// exists (or HEAD was detached at it): the base of its next push's
+	// merge (freed, the push recorded the host as it was and undid the
+	// sessions since). A deleted branch's is freed with it.
+	rows, err := r.DB.Query(`SELECT commit_id FROM workspaces WHERE commit_id IS NOT NULL AND (branch=? OR branch IN (SELECT name FROM refs)) UNION SELECT base FROM worktrees`, DetachedHead)
 	if err != nil {
 		return nil, err
 	}

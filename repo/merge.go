@@ -167,7 +167,11 @@ func (tx *Tx) merge3Entry(path string, eb, eh, et *objects.Entry, res *mergeResu
 				}
 				if same {
 					if c.gone == et {
-						res.fromTip++
+						n, err := tx.countEntryChanges(eb, nil)
+						if err != nil {
+							return nil, err
+						}
+						res.fromTip += n
 					}
 					return nil, nil // the deletion
 				}
@@ -385,44 +389,73 @@ func (tx *Tx) syncedBase(dir, name string, tip objects.ID) (since objects.ID, ba
 	return since, nil, nil // the workspace was not in it: an empty base
 }
 
-// mergeBase returns the newest commit that a and b both reach by parents
-// (zero when none within maxMergeSearch commits of a).
+// mergeBase returns the best common ancestor of a and b: a commit both
+// reach by parents that no other such commit descends from (the newest
+// by time where a criss-cross leaves several). Zero when none is found
+// within maxMergeSearch commits. The first one a walk from b met could be
+// an old one reached through a short line, and the host's stale files
+// then counted as its changes.
 func (tx *Tx) mergeBase(a, b objects.ID) (objects.ID, error) {
-	ofA := map[objects.ID]bool{}
-	queue := []objects.ID{a}
-	for len(queue) > 0 && len(ofA) < maxMergeSearch {
-		id := queue[0]
-		queue = queue[1:]
-		if ofA[id] {
-			continue
-		}
-		ofA[id] = true
-		c, err := tx.LoadCommit(id)
-		if err != nil {
-			return objects.Zero, err
-		}
-		queue = append(queue, c.Parents...)
-	}
-	queue = []objects.ID{b}
-	seen := map[objects.ID]bool{b: true}
-	for n := 0; len(queue) > 0 && n < maxMergeSearch; n++ {
-		id := queue[0]
-		queue = queue[1:]
-		if ofA[id] {
-			return id, nil
-		}
-		c, err := tx.LoadCommit(id)
-		if err != nil {
-			return objects.Zero, err
-		}
-		for _, p := range c.Parents {
-			if !seen[p] {
-				seen[p] = true
-				queue = append(queue, p)
+	ancestors := func(from objects.ID, stop map[objects.ID]bool) (map[objects.ID]bool, []objects.ID, error) {
+		seen := map[objects.ID]bool{from: true}
+		var met []objects.ID // commits of stop reached, not walked past
+		queue := []objects.ID{from}
+		for len(queue) > 0 && len(seen) < maxMergeSearch {
+			id := queue[0]
+			queue = queue[1:]
+			if stop != nil && stop[id] {
+				met = append(met, id)
+				continue
+			}
+			c, err := tx.LoadCommit(id)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, p := range c.Parents {
+				if !seen[p] {
+					seen[p] = true
+					queue = append(queue, p)
+				}
 			}
 		}
+		return seen, met, nil
 	}
-	return objects.Zero, nil
+	ofA, _, err := ancestors(a, nil)
+	if err != nil {
+		return objects.Zero, err
+	}
+	_, cands, err := ancestors(b, ofA)
+	if err != nil || len(cands) == 0 {
+		return objects.Zero, err
+	}
+	// Drop a candidate another one descends from.
+	var best objects.ID
+	var bestTime int64
+	for _, c := range cands {
+		dominated := false
+		for _, d := range cands {
+			if d == c {
+				continue
+			}
+			if ok, err := tx.isAncestor(c, d, maxMergeSearch); err != nil {
+				return objects.Zero, err
+			} else if ok {
+				dominated = true
+				break
+			}
+		}
+		if dominated {
+			continue
+		}
+		cm, err := tx.LoadCommit(c)
+		if err != nil {
+			return objects.Zero, err
+		}
+		if best.IsZero() || cm.Time > bestTime {
+			best, bestTime = c, cm.Time
+		}
+	}
+	return best, nil
 }
 
 // keepExcluded puts back into the host's workspace tree (host) what the
@@ -499,4 +532,17 @@ func (r *Repo) syncedRootMode(dir, name string) (uint32, bool) {
 		return 0, false
 	}
 	return e.Mode, true
+}
+
+// syncedCommit returns the commit the host workspace dir last synced
+// with, when the repository still holds it.
+func (tx *Tx) syncedCommit(dir string) (objects.ID, bool, error) {
+	var cid []byte
+	if err := tx.QueryRow(`SELECT commit_id FROM workspaces WHERE path=?`, dir).Scan(&cid); err != nil || len(cid) != objects.IDSize {
+		return objects.Zero, false, nil
+	}
+	var id objects.ID
+	copy(id[:], cid)
+	ok, err := tx.hasCommit(id)
+	return id, ok, err
 }

@@ -572,3 +572,179 @@ func TestMergeAfterReview(t *testing.T) {
 		}
 	})
 }
+
+// sessionOn is agentSession on any branch.
+func sessionOn(t *testing.T, r *Repo, branch string, change func(dir string)) objects.ID {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ws")
+	tip, err := r.BranchTip(branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Pull(PullOptions{Dir: dir, Commit: tip, Branch: branch}); err != nil {
+		t.Fatal(err)
+	}
+	change(dir)
+	res, err := r.Push(context.Background(), PushOptions{Dir: dir, Branch: branch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Commit
+}
+
+// The cases a third review of the merge found.
+func TestMergeAfterThirdReview(t *testing.T) {
+	setup := func(t *testing.T) (*Repo, string) {
+		r := newTestRepo(t)
+		ws := newWorkspace(t, "ws")
+		writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b\n", "c": "c\n", "d/1": "1\n", "d/2": "2\n", "d/3": "3\n"})
+		push(t, r, ws, "v1")
+		return r, ws
+	}
+	pushTo := func(t *testing.T, r *Repo, ws, branch string) *PushResult {
+		t.Helper()
+		res, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: branch})
+		if err != nil {
+			t.Fatalf("push onto %s: %v", branch, err)
+		}
+		return res
+	}
+	branchAt := func(t *testing.T, r *Repo, name, at string) {
+		tip, _ := r.BranchTip(at)
+		tx, _ := r.Begin()
+		if err := tx.SetBranch(name, tip); err != nil {
+			t.Fatal(err)
+		}
+		tx.Commit()
+	}
+	t.Run("the newest common base", func(t *testing.T) {
+		r, ws := setup(t)
+		branchAt(t, r, "B", "main")
+		sessionOn(t, r, "B", func(dir string) { writeFiles(t, dir, map[string]string{"c": "B\n"}) })
+		writeFiles(t, ws, map[string]string{"g": "host\n"})
+		pushTo(t, r, ws, "main")
+		pushTo(t, r, ws, "B") // merged: B gets g
+		sessionOn(t, r, "B", func(dir string) { os.Remove(filepath.Join(dir, "g")) })
+		writeFiles(t, ws, map[string]string{"other": "host\n"})
+		pushTo(t, r, ws, "main")
+		res := pushTo(t, r, ws, "B")
+		if got := contentOf(t, r, res.Commit, "ws"); got["g"] != "" || got["c"] != "B\n" || got["other"] != "host\n" {
+			t.Errorf("B after the pushes: %v (the session's deletion of g undone?)", got)
+		}
+	})
+	t.Run("push -b as a conflict advises, then push", func(t *testing.T) {
+		r, ws := setup(t)
+		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n", "c": "agent\n"}) })
+		writeFiles(t, ws, map[string]string{"a": "host\n", "b": "host\n"})
+		if _, err := r.Push(context.Background(), PushOptions{Dir: ws}); !errors.Is(err, ErrPushConflict) {
+			t.Fatalf("want a conflict on a: %v", err)
+		}
+		pushTo(t, r, ws, "mine")
+		writeFiles(t, ws, map[string]string{"a": "agent\n"})
+		res := pushTo(t, r, ws, "")
+		if got := contentOf(t, r, res.Commit, "ws"); got["c"] != "agent\n" || got["b"] != "host\n" || got["a"] != "agent\n" {
+			t.Errorf("main after push -b then push: %v", got)
+		}
+	})
+	t.Run("a workspace pushed through a link", func(t *testing.T) {
+		r := newTestRepo(t)
+		real := t.TempDir()
+		ws := filepath.Join(real, "ws")
+		writeFiles(t, ws, map[string]string{"x": "1\n", "b": "b\n"})
+		link := filepath.Join(t.TempDir(), "L")
+		if err := os.Symlink(real, link); err != nil {
+			t.Fatal(err)
+		}
+		viaLink := filepath.Join(link, "ws")
+		pushTo(t, r, viaLink, "")
+		session := agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"x": "2\n"}) })
+		if _, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main"}); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, ws, map[string]string{"x": "1\n", "b": "host\n"}) // the user takes x back
+		res := pushTo(t, r, viaLink, "")
+		if got := contentOf(t, r, res.Commit, "ws"); got["x"] != "1\n" || got["b"] != "host\n" {
+			t.Errorf("a push through a link merged from a stale base: %v", got)
+		}
+	})
+	t.Run("a deleted directory counts its paths", func(t *testing.T) {
+		r, ws := setup(t)
+		agentSession(t, r, func(dir string) { os.RemoveAll(filepath.Join(dir, "d")) })
+		ts := time.Unix(1_000_000_000, 0)
+		os.Chtimes(filepath.Join(ws, "d/1"), ts, ts)
+		writeFiles(t, ws, map[string]string{"b": "host\n"})
+		if res := pushTo(t, r, ws, ""); res.Merged != 3 {
+			t.Errorf("merged counted %d, want the 3 deleted files", res.Merged)
+		}
+	})
+	t.Run("a session that deleted the workspace", func(t *testing.T) {
+		r, ws := setup(t)
+		tip, _ := r.BranchTip("main")
+		c, _ := r.LoadCommit(tip)
+		tx, _ := r.Begin()
+		empty, _ := tx.EmptyTree()
+		id, err := tx.PutCommit(&objects.Commit{Tree: empty, Parents: []objects.ID{tip}, Message: "rm -rf ws", Time: c.Time + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx.Advance("main", id)
+		tx.Commit()
+		writeFiles(t, ws, map[string]string{"b": "host\n"})
+		_, err = r.Push(context.Background(), PushOptions{Dir: ws})
+		if !errors.Is(err, ErrPushConflict) || !strings.Contains(err.Error(), "b (changed here, deleted on the branch)") {
+			t.Errorf("push after the branch deleted the workspace: %v", err)
+		}
+	})
+	t.Run("gc keeps a detached sync's commit", func(t *testing.T) {
+		r, ws := setup(t)
+		tip, _ := r.BranchTip("main")
+		tx, _ := r.Begin()
+		tx.SetHead(Head{Commit: tip})
+		tx.Commit()
+		writeFiles(t, ws, map[string]string{"b": "detached\n"})
+		pushTo(t, r, ws, "") // D, on the detached HEAD only
+		tx, _ = r.Begin()
+		tx.SetHead(Head{Branch: "main"})
+		tx.Commit()
+		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n"}) })
+		if _, err := r.GC(r.WorktreeRoots); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, ws, map[string]string{"c": "host\n"})
+		res := pushTo(t, r, ws, "")
+		if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "agent\n" || got["c"] != "host\n" {
+			t.Errorf("after gc the push undid the session: %v", got)
+		}
+	})
+	t.Run("a root mode pull stripped", func(t *testing.T) {
+		r, ws := setup(t)
+		s1 := agentSession(t, r, func(dir string) { os.Chmod(dir, 0o777) })
+		if _, err := r.Pull(PullOptions{Dir: ws, Commit: s1, Branch: "main", Force: true}); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := r.HostDrift(ws); err != nil || len(d.Modified) != 0 {
+			t.Errorf("drift after the pull stripped o+w of the root: %+v %v", d, err)
+		}
+		s2 := agentSession(t, r, func(dir string) { os.Chmod(dir, 0o750) })
+		if _, err := r.Pull(PullOptions{Dir: ws, Commit: s2, Branch: "main"}); err != nil {
+			t.Errorf("the stripped root mode made a conflict: %v", err)
+		}
+	})
+	t.Run("an unborn branch starts on the synced commit", func(t *testing.T) {
+		r := newTestRepo(t)
+		ws := newWorkspace(t, "ws")
+		writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b\n"})
+		imp := pushTo(t, r, ws, "att") // as art run -b att imports an empty repository
+		sessionOn(t, r, "att", func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n"}) })
+		writeFiles(t, ws, map[string]string{"b": "host\n"})
+		res := pushTo(t, r, ws, "") // onto main, unborn
+		if res.Parent != imp.Commit {
+			t.Errorf("main's first commit has parent %s, want the import %s", res.Parent.Short(), imp.Commit.Short())
+		}
+		writeFiles(t, ws, map[string]string{"c": "host\n"})
+		res = pushTo(t, r, ws, "att")
+		if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "agent\n" || got["c"] != "host\n" {
+			t.Errorf("att after the pushes: %v", got)
+		}
+	})
+}

@@ -382,11 +382,16 @@ func (p *puller) planRootMode(root *pullNode, dir, name string) bool {
 	if h == nil || h.typ != objects.TypeDir || hostMode(root.stored, h) == h.mode {
 		return false
 	}
-	if base, ok := p.r.syncedRootMode(dir, name); ok && base != h.mode {
+	base, synced := p.r.syncedRootMode(dir, name)
+	if synced && !modeKept(h.mode, base) {
 		p.conflict(".", fmt.Sprintf("mode changed on the host to %04o; the commit has %04o", h.mode&0o7777, hostMode(root.stored, h)&0o7777))
 		return false
 	}
-	p.checkDirMode(root, h.mode)
+	if synced {
+		p.checkDirMode(root, h.mode)
+	} else {
+		p.checkDirMode(root, noMode) // made by this pull, or never synced: as a new directory
+	}
 	return true
 }
 

@@ -224,6 +224,12 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Recorded under its real path, as pull (which refuses links) names
+	// it: pushed through a link, the workspace had two records, and a
+	// push merged from a base the pulls never updated.
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return nil, fmt.Errorf("push %s: %w", o.Dir, err)
+	}
 	if id, ok, err := r.UnfinishedPull(dir); errors.Is(err, ErrPullMarkDamaged) {
 		if o.Warn != nil {
 			o.Warn(err.Error())
@@ -342,6 +348,17 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 			return nil, err
 		}
 	}
+	// The commit the host last synced with, where its content grew from.
+	syncedWith, hasSynced, err := tx.syncedCommit(dir)
+	if err != nil {
+		return nil, err
+	}
+	if parent.IsZero() && hasSynced {
+		// HEAD's branch is unborn: it starts on that commit (a root
+		// commit claimed no history, and a later push found no common
+		// base with the branch the host came from).
+		parent = syncedWith
+	}
 	// What the parent holds of the workspace: its xattrs, which the host
 	// does not show (pull does not write them), are kept for entries the
 	// host has as they were.
@@ -368,7 +385,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	}
 	var since objects.ID  // the commit the host last synced with, when merged
 	rootMode := root.mode // the workspace root's own mode in the commit
-	if !newBranch && prevEntry != nil {
+	if !newBranch && !parent.IsZero() {
 		// The branch moved since the workspace last synced (an agent's
 		// sessions): the host's changes since then go on top of the
 		// branch's, which a snapshot of the host would undo.
@@ -379,7 +396,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		if !s.IsZero() {
 			var m mergeResult
 			var baseTree objects.ID
-			if base != nil {
+			if base != nil && prevEntry != nil {
 				baseTree = base.ID
 				// The root's own mode, which no tree below holds.
 				switch {
@@ -390,6 +407,9 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 				default:
 					m.conflicts = append(m.conflicts, ". (its mode, changed here and on the branch)")
 				}
+			}
+			if base != nil {
+				baseTree = base.ID
 			}
 			merged := wsTree
 			if wsTree != prevWS && baseTree != prevWS {
@@ -454,12 +474,13 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if !parent.IsZero() {
 		c.Parents = []objects.ID{parent}
 	}
-	if res.Merged > 0 {
+	hostBase := since
+	if !hostBase.IsZero() {
 		// The host's own tree is a commit of its own on what it last
 		// synced with, and the branch gets a merge of it: the next push
 		// merges from what the host holds (from the merge, it took the
 		// host's stale files for its changes and undid the session).
-		sinceCommit, err := tx.LoadCommit(since)
+		sinceCommit, err := tx.LoadCommit(hostBase)
 		if err != nil {
 			return nil, err
 		}
@@ -468,15 +489,17 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 			return nil, err
 		}
 		own := *sess
-		if synced, err = tx.PutCommit(&objects.Commit{Tree: hostRoot, Time: c.Time, Author: c.Author, Message: msg, Session: &own, Parents: []objects.ID{since}}); err != nil {
+		if synced, err = tx.PutCommit(&objects.Commit{Tree: hostRoot, Time: c.Time, Author: c.Author, Message: msg, Session: &own, Parents: []objects.ID{hostBase}}); err != nil {
 			return nil, err
 		}
 		c.Parents = append(c.Parents, synced)
-		onto := branch
-		if onto == "" {
-			onto = "HEAD"
+		if res.Merged > 0 {
+			onto := branch
+			if onto == "" {
+				onto = "HEAD"
+			}
+			c.Message = fmt.Sprintf("%s (merged with %s)", msg, onto)
 		}
-		c.Message = fmt.Sprintf("%s (merged with %s)", msg, onto)
 	}
 	if res.Merged > 0 || kept > 0 {
 		// Not the host's own tree: pull's check of what git runs must
@@ -498,11 +521,20 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if err := tx.writePushRows(dir, sc); err != nil {
 		return nil, err
 	}
-	syncedWith := branch
-	if syncedWith == "" {
-		syncedWith = DetachedHead // HEAD's tip all the same: the next push merges from it
+	marker := branch
+	if marker == "" {
+		marker = DetachedHead // HEAD's tip all the same: the next push merges from it
 	}
-	if err := tx.setWorkspace(dir, name, synced, syncedWith); err != nil {
+	if newBranch && hasSynced && syncedWith != parent {
+		// A new branch from HEAD takes the host as it is, but the host
+		// still grew from the commit it synced with: that stays its base
+		// (recorded as synced with the new commit, a later push back onto
+		// HEAD's branch took every stale host file for a change: push -b,
+		// as a conflict advises, then push, undid the branch's sessions).
+		if err := tx.touchWorkspace(dir); err != nil {
+			return nil, err
+		}
+	} else if err := tx.setWorkspace(dir, name, synced, marker); err != nil {
 		return nil, err
 	}
 	res.NewObjects, res.NewBytes = tx.NewObjects, tx.NewBytes
@@ -721,6 +753,19 @@ func (tx *Tx) setWorkspace(dir, name string, id objects.ID, branch string) error
 		return fmt.Errorf("record workspace %s: %w", dir, err)
 	}
 	// A push or pull that records the workspace ends any unfinished pull.
+	if _, err := tx.Exec(`DELETE FROM meta WHERE key=?`, pullingKey(dir)); err != nil {
+		return fmt.Errorf("record workspace %s: %w", dir, err)
+	}
+	return nil
+}
+
+// touchWorkspace records that a push synced dir without changing the
+// commit and branch it synced with; like setWorkspace it ends any
+// unfinished pull.
+func (tx *Tx) touchWorkspace(dir string) error {
+	if _, err := tx.Exec(`UPDATE workspaces SET synced_at=? WHERE path=?`, time.Now().UnixNano(), dir); err != nil {
+		return fmt.Errorf("record workspace %s: %w", dir, err)
+	}
 	if _, err := tx.Exec(`DELETE FROM meta WHERE key=?`, pullingKey(dir)); err != nil {
 		return fmt.Errorf("record workspace %s: %w", dir, err)
 	}

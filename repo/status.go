@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"path/filepath"
 	"sort"
 
 	"github.com/artproject/art/objects"
@@ -23,6 +24,9 @@ func (d *Drift) Clean() bool { return len(d.Added)+len(d.Modified)+len(d.Deleted
 // KnownWorkspace reports whether a push or pull has synced the host
 // directory abs.
 func (r *Repo) KnownWorkspace(abs string) bool {
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real // recorded under its real path (push, pull)
+	}
 	var n int
 	err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, abs).Scan(&n)
 	return err == nil && n > 0
@@ -34,6 +38,10 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 	abs, err := CheckWorkspaceDir(dir)
 	if err != nil {
 		return nil, err
+	}
+	name, nameErr := WorkspaceName(abs)
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real // recorded under its real path (push, pull)
 	}
 	d := &Drift{}
 	var cid []byte
@@ -102,8 +110,8 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 	}
 	// The workspace root's own mode, which no sync row lists.
 	if root := sc.all[0]; d.Synced {
-		if name, err := WorkspaceName(abs); err == nil {
-			if base, ok := r.syncedRootMode(abs, name); ok && base != root.mode {
+		if nameErr == nil {
+			if base, ok := r.syncedRootMode(abs, name); ok && !modeKept(root.mode, base) {
 				d.Modified = append([]string{"."}, d.Modified...)
 			}
 		}
