@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,9 +29,13 @@ func TestGCKeepsReachableAndFreesUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.Remove(filepath.Join(ws, "doomed-big"))
-	writeFiles(t, ws, map[string]string{"kept-only": "k\n"})
-	k1, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "kept"})
+	// "kept" grows from main, in another copy of the workspace: one that
+	// grew from doomed's files would record doomed as its history (the
+	// host's own commit, a second parent), and keep it.
+	ws2 := newWorkspace(t, "ws")
+	pull(t, r, ws2, c2)
+	writeFiles(t, ws2, map[string]string{"kept-only": "k\n"})
+	k1, err := r.Push(context.Background(), PushOptions{Dir: ws2, Branch: "kept"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -160,8 +160,8 @@ func (tx *Tx) merge3Entry(path string, eb, eh, et *objects.Entry, res *mergeResu
 	// differs from the base's only in times: no change there.
 	if eb != nil && eb.Type == objects.TypeDir {
 		for _, c := range []struct{ gone, other *objects.Entry }{{eh, et}, {et, eh}} {
-			if c.gone == nil && c.other != nil && c.other.Type == objects.TypeDir && c.other.Mode == eb.Mode {
-				same, err := tx.sameIgnoringTimes(c.other.ID, eb.ID)
+			if c.gone == nil && c.other != nil && c.other.Type == objects.TypeDir && (c.other.Mode == eb.Mode || c.other == eh && modeKept(eh.Mode, eb.Mode)) {
+				same, err := tx.sameIgnoringTimes(c.other.ID, eb.ID, c.other == eh)
 				if err != nil {
 					return nil, err
 				}
@@ -271,8 +271,10 @@ func (tx *Tx) countEntryChanges(a, b *objects.Entry) (int, error) {
 }
 
 // sameIgnoringTimes reports whether two trees hold the same names, types,
-// modes, contents and links, whatever their times.
-func (tx *Tx) sameIgnoringTimes(a, b objects.ID) (bool, error) {
+// modes, contents and links, whatever their times. With host, a is the
+// host's and b the base: what a pull does not write (stripped mode bits,
+// xattrs) is no difference (hostKept).
+func (tx *Tx) sameIgnoringTimes(a, b objects.ID, host bool) (bool, error) {
 	if a == b {
 		return true, nil
 	}
@@ -292,13 +294,13 @@ func (tx *Tx) sameIgnoringTimes(a, b objects.ID) (bool, error) {
 		if ea.Name != eb.Name {
 			return false, nil
 		}
-		if ea.Type == objects.TypeDir && eb.Type == objects.TypeDir && ea.Mode == eb.Mode {
-			if same, err := tx.sameIgnoringTimes(ea.ID, eb.ID); err != nil || !same {
+		if ea.Type == objects.TypeDir && eb.Type == objects.TypeDir && (ea.Mode == eb.Mode || host && modeKept(ea.Mode, eb.Mode)) {
+			if same, err := tx.sameIgnoringTimes(ea.ID, eb.ID, host); err != nil || !same {
 				return false, err
 			}
 			continue
 		}
-		if !sameEntry(ea, eb) {
+		if host && !hostKept(ea, eb) || !host && !sameEntry(ea, eb) {
 			return false, nil
 		}
 	}

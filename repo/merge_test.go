@@ -748,3 +748,87 @@ func TestMergeAfterThirdReview(t *testing.T) {
 		}
 	})
 }
+
+// The cases a fourth review of the merge found.
+func TestMergeAfterFourthReview(t *testing.T) {
+	setup := func(t *testing.T) (*Repo, string) {
+		r := newTestRepo(t)
+		ws := newWorkspace(t, "ws")
+		os.Chmod(ws, 0o755)
+		writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b\n", "c": "c\n", "x": "x\n"})
+		push(t, r, ws, "v1")
+		return r, ws
+	}
+	pushTo := func(t *testing.T, r *Repo, ws, branch string) (*PushResult, error) {
+		t.Helper()
+		return r.Push(context.Background(), PushOptions{Dir: ws, Branch: branch})
+	}
+	t.Run("push -b NEW, then pushes onto it", func(t *testing.T) {
+		r, ws := setup(t)
+		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n", "c": "agent\n"}) })
+		writeFiles(t, ws, map[string]string{"a": "host\n", "b": "host\n"})
+		if _, err := pushTo(t, r, ws, "mine"); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, ws, map[string]string{"a": "host 2\n"})
+		if _, err := pushTo(t, r, ws, "mine"); err != nil {
+			t.Fatalf("the host's own earlier push onto mine made a conflict: %v", err)
+		}
+		writeFiles(t, ws, map[string]string{"b": "b\n"}) // the user takes b back
+		res, err := pushTo(t, r, ws, "mine")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := contentOf(t, r, res.Commit, "ws"); got["b"] != "b\n" || got["a"] != "host 2\n" {
+			t.Errorf("mine: %v (the user's revert of b lost?)", got)
+		}
+	})
+	t.Run("push -b NEW of a chmod'ed root", func(t *testing.T) {
+		r, ws := setup(t)
+		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"c": "agent\n"}) })
+		os.Chmod(ws, 0o700)
+		if _, err := pushTo(t, r, ws, "mine"); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := r.HostDrift(ws); err != nil || len(d.Modified)+len(d.Added)+len(d.Deleted) != 0 {
+			t.Errorf("drift right after the push: %+v %v", d, err)
+		}
+		tip, _ := r.BranchTip("mine")
+		if _, err := r.Pull(PullOptions{Dir: ws, Commit: tip, Branch: "mine"}); err != nil {
+			t.Errorf("pull of what was just pushed: %v", err)
+		}
+	})
+	t.Run("pull --force writes the root's mode", func(t *testing.T) {
+		r, ws := setup(t)
+		session := agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"c": "agent\n"}) })
+		os.Chmod(ws, 0o700)
+		if _, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main"}); !errors.Is(err, ErrConflict) {
+			t.Fatalf("want a conflict on the root's mode: %v", err)
+		}
+		if _, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main", Force: true}); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := os.Stat(ws); st.Mode().Perm() != 0o755 {
+			t.Errorf("root after pull --force: %v, want 0755", st.Mode().Perm())
+		}
+	})
+	t.Run("a branch deleting a directory whose mode a pull stripped", func(t *testing.T) {
+		r, ws := setup(t)
+		s1 := agentSession(t, r, func(dir string) {
+			writeFiles(t, dir, map[string]string{"d/f": "f\n"})
+			os.Chmod(filepath.Join(dir, "d/f"), 0o666)
+		})
+		if _, err := r.Pull(PullOptions{Dir: ws, Commit: s1, Branch: "main"}); err != nil {
+			t.Fatal(err)
+		}
+		agentSession(t, r, func(dir string) { os.RemoveAll(filepath.Join(dir, "d")) })
+		writeFiles(t, ws, map[string]string{"x": "host\n"})
+		res, err := pushTo(t, r, ws, "")
+		if err != nil {
+			t.Fatalf("a mode pull stripped made a conflict with the deletion: %v", err)
+		}
+		if got := contentOf(t, r, res.Commit, "ws"); got["d/f"] != "" || got["x"] != "host\n" {
+			t.Errorf("merged %v", got)
+		}
+	})
+}

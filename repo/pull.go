@@ -385,7 +385,7 @@ func (p *puller) planRootMode(root *pullNode, dir, name string) bool {
 	base, synced := p.r.syncedRootMode(dir, name)
 	if synced && !modeKept(h.mode, base) {
 		p.conflict(".", fmt.Sprintf("mode changed on the host to %04o; the commit has %04o", h.mode&0o7777, hostMode(root.stored, h)&0o7777))
-		return false
+		return true // written only with --force, as every conflict
 	}
 	if synced {
 		p.checkDirMode(root, h.mode)

@@ -227,8 +227,10 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	// Recorded under its real path, as pull (which refuses links) names
 	// it: pushed through a link, the workspace had two records, and a
 	// push merged from a base the pulls never updated.
-	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+	if real, err := filepath.EvalSymlinks(dir); err != nil {
 		return nil, fmt.Errorf("push %s: %w", o.Dir, err)
+	} else if filepath.Base(real) == name {
+		dir = real // (a link to a directory of another name is another workspace)
 	}
 	if id, ok, err := r.UnfinishedPull(dir); errors.Is(err, ErrPullMarkDamaged) {
 		if o.Warn != nil {
@@ -475,6 +477,16 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		c.Parents = []objects.ID{parent}
 	}
 	hostBase := since
+	if res.Merged == 0 && newBranch && hasSynced && syncedWith != parent {
+		// A new branch from HEAD takes the host as it is; its second
+		// parent, the host's own commit on what it synced with, records
+		// what that grew from. Without it a later push back onto HEAD's
+		// branch took every stale host file for a change (push -b, as a
+		// conflict advises, then push, undid the branch's sessions), and
+		// kept as the base instead, the branch's own first push counted
+		// as a change on it.
+		hostBase = syncedWith
+	}
 	if !hostBase.IsZero() {
 		// The host's own tree is a commit of its own on what it last
 		// synced with, and the branch gets a merge of it: the next push
@@ -525,16 +537,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if marker == "" {
 		marker = DetachedHead // HEAD's tip all the same: the next push merges from it
 	}
-	if newBranch && hasSynced && syncedWith != parent {
-		// A new branch from HEAD takes the host as it is, but the host
-		// still grew from the commit it synced with: that stays its base
-		// (recorded as synced with the new commit, a later push back onto
-		// HEAD's branch took every stale host file for a change: push -b,
-		// as a conflict advises, then push, undid the branch's sessions).
-		if err := tx.touchWorkspace(dir); err != nil {
-			return nil, err
-		}
-	} else if err := tx.setWorkspace(dir, name, synced, marker); err != nil {
+	if err := tx.setWorkspace(dir, name, synced, marker); err != nil {
 		return nil, err
 	}
 	res.NewObjects, res.NewBytes = tx.NewObjects, tx.NewBytes
@@ -753,19 +756,6 @@ func (tx *Tx) setWorkspace(dir, name string, id objects.ID, branch string) error
 		return fmt.Errorf("record workspace %s: %w", dir, err)
 	}
 	// A push or pull that records the workspace ends any unfinished pull.
-	if _, err := tx.Exec(`DELETE FROM meta WHERE key=?`, pullingKey(dir)); err != nil {
-		return fmt.Errorf("record workspace %s: %w", dir, err)
-	}
-	return nil
-}
-
-// touchWorkspace records that a push synced dir without changing the
-// commit and branch it synced with; like setWorkspace it ends any
-// unfinished pull.
-func (tx *Tx) touchWorkspace(dir string) error {
-	if _, err := tx.Exec(`UPDATE workspaces SET synced_at=? WHERE path=?`, time.Now().UnixNano(), dir); err != nil {
-		return fmt.Errorf("record workspace %s: %w", dir, err)
-	}
 	if _, err := tx.Exec(`DELETE FROM meta WHERE key=?`, pullingKey(dir)); err != nil {
 		return fmt.Errorf("record workspace %s: %w", dir, err)
 	}

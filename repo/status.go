@@ -24,7 +24,7 @@ func (d *Drift) Clean() bool { return len(d.Added)+len(d.Modified)+len(d.Deleted
 // KnownWorkspace reports whether a push or pull has synced the host
 // directory abs.
 func (r *Repo) KnownWorkspace(abs string) bool {
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
+	if real, err := filepath.EvalSymlinks(abs); err == nil && filepath.Base(real) == filepath.Base(abs) {
 		abs = real // recorded under its real path (push, pull)
 	}
 	var n int
@@ -40,7 +40,7 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 		return nil, err
 	}
 	name, nameErr := WorkspaceName(abs)
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
+	if real, err := filepath.EvalSymlinks(abs); err == nil && filepath.Base(real) == filepath.Base(abs) {
 		abs = real // recorded under its real path (push, pull)
 	}
 	d := &Drift{}
