@@ -27,8 +27,9 @@ When the branch moved since DIR last synced (a session recorded on it),
 push records DIR's changes since then on top of the branch's: what the
 session changed and DIR did not is kept (a snapshot would undo it), and a
 path both changed differently is a conflict that stops the push. A push
-to a new branch (-b NAME) records DIR as it is. Paths .artignore leaves
-out keep what the branch holds.
+to a new branch (-b NAME) records DIR as it is, on the commit DIR last
+synced with (what its content grew from). Paths .artignore leaves out
+keep what the branch holds.
 
 Each entry added or changed since the last push or pull is listed as
 FILE /ws/path (SIZE bytes, ID), DIR /ws/path, LINK /ws/path -> TARGET or
@@ -77,7 +78,7 @@ them).`,
 		},
 	}
 	c.Flags().StringVarP(&dir, "mount", "m", ".", "host workspace directory")
-	c.Flags().StringVarP(&branch, "branch", "b", "", "branch to commit on (created from HEAD if missing)")
+	c.Flags().StringVarP(&branch, "branch", "b", "", "branch to commit on (if missing, created on the commit DIR last synced with, else HEAD's)")
 	c.Flags().StringVarP(&msg, "message", "M", "", "commit message (default \"push <workspace>\")")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the summary")
 	return c

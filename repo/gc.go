@@ -31,11 +31,7 @@ func (r *Repo) Roots() ([]objects.ID, error) {
 	if !h.Commit.IsZero() {
 		roots = append(roots, h.Commit)
 	}
-	// The commit each host workspace last synced with while its branch
-	// exists (or HEAD was detached at it): the base of its next push's
-	// merge (freed, the push recorded the host as it was and undid the
-	// sessions since). A deleted branch's is freed with it.
-	rows, err := r.DB.Query(`SELECT commit_id FROM workspaces WHERE commit_id IS NOT NULL AND (branch=? OR branch IN (SELECT name FROM refs)) UNION SELECT base FROM worktrees`, DetachedHead)
+	rows, err := r.DB.Query(`SELECT base FROM worktrees`)
 	if err != nil {
 		return nil, err
 	}
@@ -170,14 +166,14 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 			}
 		}
 		rows.Close()
-		for _, b := range dead {
+		if table == "commits" && len(dead) > 0 {
 			// A workspace may last have synced with a commit gc frees;
 			// its reference must go first (foreign keys are enforced).
-			if table == "commits" {
-				if _, err := tx.Exec(`UPDATE workspaces SET commit_id=NULL WHERE commit_id=?`, b); err != nil {
-					return fmt.Errorf("gc workspaces: %w", err)
-				}
+			if err := r.moveWorkspacesOff(tx, keep); err != nil {
+				return err
 			}
+		}
+		for _, b := range dead {
 			if _, err := tx.Exec(`DELETE FROM `+table+` WHERE id=?`, b); err != nil {
 				return fmt.Errorf("gc %s: %w", table, err)
 			}
@@ -235,4 +231,63 @@ func gcGeneration(q querier) (int64, error) {
 		return 0, fmt.Errorf("read gc generation: %w", err)
 	}
 	return v, nil
+}
+
+// moveWorkspacesOff moves each workspace whose synced commit gc frees to
+// the nearest ancestor gc keeps: an older base for its next push's merge,
+// which then still merges (with none, the push recorded the host as it
+// was and undid the sessions since), or to none. Done before any commit
+// is deleted: the walk reads the freed ones.
+func (r *Repo) moveWorkspacesOff(tx *Tx, keep map[objects.ID]bool) error {
+	rows, err := tx.Query(`SELECT path, commit_id FROM workspaces WHERE commit_id IS NOT NULL`)
+	if err != nil {
+		return fmt.Errorf("gc workspaces: %w", err)
+	}
+	type move struct {
+		path string
+		to   any
+	}
+	var moves []move
+	for rows.Next() {
+		var path string
+		var b []byte
+		if err := rows.Scan(&path, &b); err != nil {
+			rows.Close()
+			return fmt.Errorf("gc workspaces: %w", err)
+		}
+		id, err := objects.FromBytes(b)
+		if err == nil && keep[id] {
+			continue
+		}
+		m := move{path: path} // NULL: no ancestor kept
+		if err == nil {
+			if anc, ok := r.keptAncestor(tx, id, keep); ok {
+				m.to = anc[:]
+			}
+		}
+		moves = append(moves, m)
+	}
+	rows.Close()
+	for _, m := range moves {
+		if _, err := tx.Exec(`UPDATE workspaces SET commit_id=? WHERE path=?`, m.to, m.path); err != nil {
+			return fmt.Errorf("gc workspaces: %w", err)
+		}
+	}
+	return nil
+}
+
+// keptAncestor returns the nearest commit reached from id by first
+// parents that gc keeps (at most 10,000 back).
+func (r *Repo) keptAncestor(tx *Tx, id objects.ID, keep map[objects.ID]bool) (objects.ID, bool) {
+	for i := 0; i < 10000; i++ {
+		c, err := tx.LoadCommit(id)
+		if err != nil || len(c.Parents) == 0 {
+			return objects.Zero, false
+		}
+		id = c.Parents[0]
+		if keep[id] {
+			return id, true
+		}
+	}
+	return objects.Zero, false
 }

@@ -283,7 +283,7 @@ func TestGCFreesCommitAWorkspaceLastSynced(t *testing.T) {
 	r := newTestRepo(t)
 	ws := newWorkspace(t, "ws")
 	writeFiles(t, ws, map[string]string{"a": "a\n"})
-	push(t, r, ws, "main")
+	onMain := push(t, r, ws, "main").Commit
 	writeFiles(t, ws, map[string]string{"b": "only on the doomed branch\n"})
 	doomed, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "doomed"})
 	if err != nil {
@@ -302,10 +302,11 @@ func TestGCFreesCommitAWorkspaceLastSynced(t *testing.T) {
 	if _, err := r.LoadCommit(doomed.Commit); !errors.Is(err, objects.ErrNotFound) {
 		t.Fatalf("doomed commit: %v", err)
 	}
-	// The workspace still works: status, push and pull.
+	// The workspace still works: status, push and pull. It is synced with
+	// the nearest ancestor gc kept, the base of its next push's merge.
 	d, err := r.HostDrift(ws)
-	if err != nil || !d.Synced || !d.Commit.IsZero() {
-		t.Fatalf("drift after gc %+v %v", d, err)
+	if err != nil || !d.Synced || d.Commit != onMain {
+		t.Fatalf("drift after gc %+v %v (want synced with %s)", d, err, onMain.Short())
 	}
 	next := push(t, r, ws, "again")
 	pull(t, r, ws, next.Commit)

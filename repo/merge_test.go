@@ -832,3 +832,59 @@ func TestMergeAfterFourthReview(t *testing.T) {
 		}
 	})
 }
+
+// The cases a fifth review of the merge found: a new branch starts where
+// the host grew from, and gc moves a workspace off a commit it frees to
+// the nearest ancestor it keeps.
+func TestMergeAfterFifthReview(t *testing.T) {
+	setup := func(t *testing.T) (*Repo, string) {
+		r := newTestRepo(t)
+		ws := newWorkspace(t, "ws")
+		writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b\n", "c": "c\n"})
+		push(t, r, ws, "v1")
+		return r, ws
+	}
+	pushTo := func(t *testing.T, r *Repo, ws, branch string) *PushResult {
+		t.Helper()
+		res, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: branch})
+		if err != nil {
+			t.Fatalf("push onto %q: %v", branch, err)
+		}
+		return res
+	}
+	t.Run("push -b, a push onto it, then back onto main", func(t *testing.T) {
+		r, ws := setup(t)
+		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "session\n"}) })
+		writeFiles(t, ws, map[string]string{"b": "host\n"})
+		pushTo(t, r, ws, "mine")
+		writeFiles(t, ws, map[string]string{"c": "host\n"})
+		pushTo(t, r, ws, "mine")
+		res := pushTo(t, r, ws, "main")
+		if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "session\n" || got["b"] != "host\n" || got["c"] != "host\n" {
+			t.Errorf("main after the detour through mine: %v", got)
+		}
+	})
+	t.Run("push -b as a conflict advises, branch -d, gc, push", func(t *testing.T) {
+		r, ws := setup(t)
+		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "session\n", "c": "session\n"}) })
+		writeFiles(t, ws, map[string]string{"a": "host\n", "b": "host\n"})
+		if _, err := r.Push(context.Background(), PushOptions{Dir: ws}); !errors.Is(err, ErrPushConflict) {
+			t.Fatalf("want a conflict: %v", err)
+		}
+		pushTo(t, r, ws, "tmp")
+		if _, err := r.DeleteBranch("tmp"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.GC(r.WorktreeRoots); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, ws, map[string]string{"a": "session\n"})
+		res := pushTo(t, r, ws, "")
+		if got := contentOf(t, r, res.Commit, "ws"); got["c"] != "session\n" || got["b"] != "host\n" {
+			t.Errorf("main after branch -d and gc: %v", got)
+		}
+		if p := fsckProblems(t, r); p != "" {
+			t.Fatal(p)
+		}
+	})
+}

@@ -355,10 +355,14 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if parent.IsZero() && hasSynced {
-		// HEAD's branch is unborn: it starts on that commit (a root
-		// commit claimed no history, and a later push found no common
-		// base with the branch the host came from).
+	if (parent.IsZero() || newBranch) && hasSynced {
+		// A branch this push starts (-b NEW, or HEAD's unborn one) starts
+		// where the host's content grew from, the commit it synced with.
+		// A root commit claimed no history (a later push found no common
+		// base with the branch the host came from), and one on HEAD's tip
+		// claimed a history the host never had: a later push back onto
+		// HEAD's branch took every stale host file for a change and undid
+		// its sessions (push -b, as a conflict advises, then push).
 		parent = syncedWith
 	}
 	// What the parent holds of the workspace: its xattrs, which the host
@@ -477,16 +481,6 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		c.Parents = []objects.ID{parent}
 	}
 	hostBase := since
-	if res.Merged == 0 && newBranch && hasSynced && syncedWith != parent {
-		// A new branch from HEAD takes the host as it is; its second
-		// parent, the host's own commit on what it synced with, records
-		// what that grew from. Without it a later push back onto HEAD's
-		// branch took every stale host file for a change (push -b, as a
-		// conflict advises, then push, undid the branch's sessions), and
-		// kept as the base instead, the branch's own first push counted
-		// as a change on it.
-		hostBase = syncedWith
-	}
 	if !hostBase.IsZero() {
 		// The host's own tree is a commit of its own on what it last
 		// synced with, and the branch gets a merge of it: the next push

@@ -279,7 +279,7 @@ func TestPushKeepsRestOfHome(t *testing.T) {
 	b := newWorkspace(t, "beta")
 	writeFiles(t, a, map[string]string{"f": "a\n"})
 	writeFiles(t, b, map[string]string{"g": "b\n"})
-	push(t, r, a, "")
+	first := push(t, r, a, "")
 	res := push(t, r, b, "")
 	c, _ := r.LoadCommit(res.Commit)
 	tr, _ := r.LoadTree(c.Tree)
@@ -289,14 +289,16 @@ func TestPushKeepsRestOfHome(t *testing.T) {
 	if c.Message != "push beta" || c.Session == nil || c.Session.Mode != "push" || c.Session.Workspace != "beta" {
 		t.Fatalf("commit %+v", c)
 	}
-	// -b: a new branch starts from HEAD; main does not move.
+	// -b: a new branch starts where the workspace's content grew from,
+	// the commit it last synced with (alpha's push, before beta's); main
+	// does not move.
 	writeFiles(t, a, map[string]string{"f": "changed\n"})
 	br, err := r.Push(context.Background(), PushOptions{Dir: a, Branch: "attempt"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if br.Parent != res.Commit || br.Branch != "attempt" {
-		t.Fatalf("branch push %+v", br)
+	if br.Parent != first.Commit || br.Branch != "attempt" {
+		t.Fatalf("branch push %+v, want it on alpha's push %s", br, first.Commit.Short())
 	}
 	if tip, _ := r.BranchTip("main"); tip != res.Commit {
 		t.Fatal("main moved")
