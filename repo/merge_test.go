@@ -601,14 +601,6 @@ func TestMergeAfterThirdReview(t *testing.T) {
 		push(t, r, ws, "v1")
 		return r, ws
 	}
-	pushTo := func(t *testing.T, r *Repo, ws, branch string) *PushResult {
-		t.Helper()
-		res, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: branch})
-		if err != nil {
-			t.Fatalf("push onto %s: %v", branch, err)
-		}
-		return res
-	}
 	branchAt := func(t *testing.T, r *Repo, name, at string) {
 		tip, _ := r.BranchTip(at)
 		tx, _ := r.Begin()
@@ -622,12 +614,12 @@ func TestMergeAfterThirdReview(t *testing.T) {
 		branchAt(t, r, "B", "main")
 		sessionOn(t, r, "B", func(dir string) { writeFiles(t, dir, map[string]string{"c": "B\n"}) })
 		writeFiles(t, ws, map[string]string{"g": "host\n"})
-		pushTo(t, r, ws, "main")
-		pushTo(t, r, ws, "B") // merged: B gets g
+		pushOnto(t, r, ws, "main")
+		pushOnto(t, r, ws, "B") // merged: B gets g
 		sessionOn(t, r, "B", func(dir string) { os.Remove(filepath.Join(dir, "g")) })
 		writeFiles(t, ws, map[string]string{"other": "host\n"})
-		pushTo(t, r, ws, "main")
-		res := pushTo(t, r, ws, "B")
+		pushOnto(t, r, ws, "main")
+		res := pushOnto(t, r, ws, "B")
 		if got := contentOf(t, r, res.Commit, "ws"); got["g"] != "" || got["c"] != "B\n" || got["other"] != "host\n" {
 			t.Errorf("B after the pushes: %v (the session's deletion of g undone?)", got)
 		}
@@ -639,9 +631,9 @@ func TestMergeAfterThirdReview(t *testing.T) {
 		if _, err := r.Push(context.Background(), PushOptions{Dir: ws}); !errors.Is(err, ErrPushConflict) {
 			t.Fatalf("want a conflict on a: %v", err)
 		}
-		pushTo(t, r, ws, "mine")
+		pushOnto(t, r, ws, "mine")
 		writeFiles(t, ws, map[string]string{"a": "agent\n"})
-		res := pushTo(t, r, ws, "")
+		res := pushOnto(t, r, ws, "")
 		if got := contentOf(t, r, res.Commit, "ws"); got["c"] != "agent\n" || got["b"] != "host\n" || got["a"] != "agent\n" {
 			t.Errorf("main after push -b then push: %v", got)
 		}
@@ -656,13 +648,13 @@ func TestMergeAfterThirdReview(t *testing.T) {
 			t.Fatal(err)
 		}
 		viaLink := filepath.Join(link, "ws")
-		pushTo(t, r, viaLink, "")
+		pushOnto(t, r, viaLink, "")
 		session := agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"x": "2\n"}) })
 		if _, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main"}); err != nil {
 			t.Fatal(err)
 		}
 		writeFiles(t, ws, map[string]string{"x": "1\n", "b": "host\n"}) // the user takes x back
-		res := pushTo(t, r, viaLink, "")
+		res := pushOnto(t, r, viaLink, "")
 		if got := contentOf(t, r, res.Commit, "ws"); got["x"] != "1\n" || got["b"] != "host\n" {
 			t.Errorf("a push through a link merged from a stale base: %v", got)
 		}
@@ -673,7 +665,7 @@ func TestMergeAfterThirdReview(t *testing.T) {
 		ts := time.Unix(1_000_000_000, 0)
 		os.Chtimes(filepath.Join(ws, "d/1"), ts, ts)
 		writeFiles(t, ws, map[string]string{"b": "host\n"})
-		if res := pushTo(t, r, ws, ""); res.Merged != 3 {
+		if res := pushOnto(t, r, ws, ""); res.Merged != 3 {
 			t.Errorf("merged counted %d, want the 3 deleted files", res.Merged)
 		}
 	})
@@ -702,7 +694,7 @@ func TestMergeAfterThirdReview(t *testing.T) {
 		tx.SetHead(Head{Commit: tip})
 		tx.Commit()
 		writeFiles(t, ws, map[string]string{"b": "detached\n"})
-		pushTo(t, r, ws, "") // D, on the detached HEAD only
+		pushOnto(t, r, ws, "") // D, on the detached HEAD only
 		tx, _ = r.Begin()
 		tx.SetHead(Head{Branch: "main"})
 		tx.Commit()
@@ -711,7 +703,7 @@ func TestMergeAfterThirdReview(t *testing.T) {
 			t.Fatal(err)
 		}
 		writeFiles(t, ws, map[string]string{"c": "host\n"})
-		res := pushTo(t, r, ws, "")
+		res := pushOnto(t, r, ws, "")
 		if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "agent\n" || got["c"] != "host\n" {
 			t.Errorf("after gc the push undid the session: %v", got)
 		}
@@ -734,15 +726,15 @@ func TestMergeAfterThirdReview(t *testing.T) {
 		r := newTestRepo(t)
 		ws := newWorkspace(t, "ws")
 		writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b\n"})
-		imp := pushTo(t, r, ws, "att") // as art run -b att imports an empty repository
+		imp := pushOnto(t, r, ws, "att") // as art run -b att imports an empty repository
 		sessionOn(t, r, "att", func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n"}) })
 		writeFiles(t, ws, map[string]string{"b": "host\n"})
-		res := pushTo(t, r, ws, "") // onto main, unborn
+		res := pushOnto(t, r, ws, "") // onto main, unborn
 		if res.Parent != imp.Commit {
 			t.Errorf("main's first commit has parent %s, want the import %s", res.Parent.Short(), imp.Commit.Short())
 		}
 		writeFiles(t, ws, map[string]string{"c": "host\n"})
-		res = pushTo(t, r, ws, "att")
+		res = pushOnto(t, r, ws, "att")
 		if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "agent\n" || got["c"] != "host\n" {
 			t.Errorf("att after the pushes: %v", got)
 		}
@@ -759,23 +751,19 @@ func TestMergeAfterFourthReview(t *testing.T) {
 		push(t, r, ws, "v1")
 		return r, ws
 	}
-	pushTo := func(t *testing.T, r *Repo, ws, branch string) (*PushResult, error) {
-		t.Helper()
-		return r.Push(context.Background(), PushOptions{Dir: ws, Branch: branch})
-	}
 	t.Run("push -b NEW, then pushes onto it", func(t *testing.T) {
 		r, ws := setup(t)
 		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n", "c": "agent\n"}) })
 		writeFiles(t, ws, map[string]string{"a": "host\n", "b": "host\n"})
-		if _, err := pushTo(t, r, ws, "mine"); err != nil {
+		if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "mine"}); err != nil {
 			t.Fatal(err)
 		}
 		writeFiles(t, ws, map[string]string{"a": "host 2\n"})
-		if _, err := pushTo(t, r, ws, "mine"); err != nil {
+		if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "mine"}); err != nil {
 			t.Fatalf("the host's own earlier push onto mine made a conflict: %v", err)
 		}
 		writeFiles(t, ws, map[string]string{"b": "b\n"}) // the user takes b back
-		res, err := pushTo(t, r, ws, "mine")
+		res, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "mine"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -787,7 +775,7 @@ func TestMergeAfterFourthReview(t *testing.T) {
 		r, ws := setup(t)
 		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"c": "agent\n"}) })
 		os.Chmod(ws, 0o700)
-		if _, err := pushTo(t, r, ws, "mine"); err != nil {
+		if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "mine"}); err != nil {
 			t.Fatal(err)
 		}
 		if d, err := r.HostDrift(ws); err != nil || len(d.Modified)+len(d.Added)+len(d.Deleted) != 0 {
@@ -823,7 +811,7 @@ func TestMergeAfterFourthReview(t *testing.T) {
 		}
 		agentSession(t, r, func(dir string) { os.RemoveAll(filepath.Join(dir, "d")) })
 		writeFiles(t, ws, map[string]string{"x": "host\n"})
-		res, err := pushTo(t, r, ws, "")
+		res, err := r.Push(context.Background(), PushOptions{Dir: ws})
 		if err != nil {
 			t.Fatalf("a mode pull stripped made a conflict with the deletion: %v", err)
 		}
@@ -844,22 +832,14 @@ func TestMergeAfterFifthReview(t *testing.T) {
 		push(t, r, ws, "v1")
 		return r, ws
 	}
-	pushTo := func(t *testing.T, r *Repo, ws, branch string) *PushResult {
-		t.Helper()
-		res, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: branch})
-		if err != nil {
-			t.Fatalf("push onto %q: %v", branch, err)
-		}
-		return res
-	}
 	t.Run("push -b, a push onto it, then back onto main", func(t *testing.T) {
 		r, ws := setup(t)
 		agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "session\n"}) })
 		writeFiles(t, ws, map[string]string{"b": "host\n"})
-		pushTo(t, r, ws, "mine")
+		pushOnto(t, r, ws, "mine")
 		writeFiles(t, ws, map[string]string{"c": "host\n"})
-		pushTo(t, r, ws, "mine")
-		res := pushTo(t, r, ws, "main")
+		pushOnto(t, r, ws, "mine")
+		res := pushOnto(t, r, ws, "main")
 		if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "session\n" || got["b"] != "host\n" || got["c"] != "host\n" {
 			t.Errorf("main after the detour through mine: %v", got)
 		}
@@ -871,7 +851,7 @@ func TestMergeAfterFifthReview(t *testing.T) {
 		if _, err := r.Push(context.Background(), PushOptions{Dir: ws}); !errors.Is(err, ErrPushConflict) {
 			t.Fatalf("want a conflict: %v", err)
 		}
-		pushTo(t, r, ws, "tmp")
+		pushOnto(t, r, ws, "tmp")
 		if _, err := r.DeleteBranch("tmp"); err != nil {
 			t.Fatal(err)
 		}
@@ -879,7 +859,7 @@ func TestMergeAfterFifthReview(t *testing.T) {
 			t.Fatal(err)
 		}
 		writeFiles(t, ws, map[string]string{"a": "session\n"})
-		res := pushTo(t, r, ws, "")
+		res := pushOnto(t, r, ws, "")
 		if got := contentOf(t, r, res.Commit, "ws"); got["c"] != "session\n" || got["b"] != "host\n" {
 			t.Errorf("main after branch -d and gc: %v", got)
 		}
@@ -887,4 +867,14 @@ func TestMergeAfterFifthReview(t *testing.T) {
 			t.Fatal(p)
 		}
 	})
+}
+
+// pushOnto pushes ws onto branch ("": HEAD's) and fails the test on error.
+func pushOnto(t *testing.T, r *Repo, ws, branch string) *PushResult {
+	t.Helper()
+	res, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: branch})
+	if err != nil {
+		t.Fatalf("push onto %q: %v", branch, err)
+	}
+	return res
 }
