@@ -131,23 +131,9 @@ func (r *Repo) diffDir(path *[]byte, a, b objects.ID, f pathFilter, out *[]Chang
 	}
 	dirLen := len(*path)
 	defer func() { *path = (*path)[:dirLen] }()
-	i, j := 0, 0
-	for i < len(ta.Entries) || j < len(tb.Entries) {
-		var ea, eb *objects.Entry
-		switch {
-		case j >= len(tb.Entries) || i < len(ta.Entries) && ta.Entries[i].Name < tb.Entries[j].Name:
-			ea = &ta.Entries[i]
-			i++
-		case i >= len(ta.Entries) || tb.Entries[j].Name < ta.Entries[i].Name:
-			eb = &tb.Entries[j]
-			j++
-		default:
-			ea, eb = &ta.Entries[i], &tb.Entries[j]
-			i++
-			j++
-		}
+	return eachPair(ta, tb, func(ea, eb *objects.Entry) error {
 		if ea != nil && eb != nil && sameEntry(ea, eb) {
-			continue
+			return nil
 		}
 		name := ""
 		if ea != nil {
@@ -204,10 +190,36 @@ func (r *Repo) diffDir(path *[]byte, a, b objects.ID, f pathFilter, out *[]Chang
 			if eb != nil && !bDir && wanted {
 				add(nil, eb)
 			}
-			continue
+			return nil
 		}
 		if wanted {
 			add(ea, eb)
+		}
+		return nil
+	})
+}
+
+// eachPair calls fn for every name of trees ta and tb in name order, with
+// the entry each tree holds under it (nil: absent): the walk of two
+// sorted trees that diffs and counts share.
+func eachPair(ta, tb *objects.Tree, fn func(ea, eb *objects.Entry) error) error {
+	i, j := 0, 0
+	for i < len(ta.Entries) || j < len(tb.Entries) {
+		var ea, eb *objects.Entry
+		switch {
+		case j >= len(tb.Entries) || i < len(ta.Entries) && ta.Entries[i].Name < tb.Entries[j].Name:
+			ea = &ta.Entries[i]
+			i++
+		case i >= len(ta.Entries) || tb.Entries[j].Name < ta.Entries[i].Name:
+			eb = &tb.Entries[j]
+			j++
+		default:
+			ea, eb = &ta.Entries[i], &tb.Entries[j]
+			i++
+			j++
+		}
+		if err := fn(ea, eb); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -67,14 +67,11 @@ func (tx *Tx) merge3(rel string, base, host, tip objects.ID, res *mergeResult) (
 		return host, nil
 	}
 	load := func(id objects.ID) (map[string]*objects.Entry, []string, error) {
-		m := map[string]*objects.Entry{}
-		if id.IsZero() {
-			return m, nil, nil
-		}
-		t, err := tx.LoadTree(id)
+		t, err := tx.treeOrEmpty(id)
 		if err != nil {
 			return nil, nil, fmt.Errorf("merge %s: %w", rel, err)
 		}
+		m := make(map[string]*objects.Entry, len(t.Entries))
 		names := make([]string, 0, len(t.Entries))
 		for i := range t.Entries {
 			m[t.Entries[i].Name] = &t.Entries[i]
@@ -137,9 +134,8 @@ func (tx *Tx) merge3Entry(path string, eb, eh, et *objects.Entry, res *mergeResu
 		mode := eh.Mode
 		if eb != nil && eb.Type == objects.TypeDir {
 			bid = eb.ID
-			hostMoved := !(eh.Mode == eb.Mode || hostKept(&objects.Entry{Type: objects.TypeDir, Mode: eh.Mode}, &objects.Entry{Type: objects.TypeDir, Mode: eb.Mode}))
 			switch {
-			case !hostMoved:
+			case modeKept(eh.Mode, eb.Mode): // not changed on the host
 				mode = et.Mode // the mode changed on the branch only, if at all
 				if et.Mode != eb.Mode {
 					res.fromTip++
@@ -197,43 +193,29 @@ func (tx *Tx) countChanges(a, b objects.ID) (int, error) {
 	if a == b {
 		return 0, nil
 	}
-	load := func(id objects.ID) (*objects.Tree, error) {
-		if id.IsZero() {
-			return &objects.Tree{}, nil
-		}
-		return tx.LoadTree(id)
-	}
-	ta, err := load(a)
+	ta, err := tx.treeOrEmpty(a)
 	if err != nil {
 		return 0, err
 	}
-	tb, err := load(b)
+	tb, err := tx.treeOrEmpty(b)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	i, j := 0, 0
-	for i < len(ta.Entries) || j < len(tb.Entries) {
-		var ea, eb *objects.Entry
-		switch {
-		case j >= len(tb.Entries) || i < len(ta.Entries) && ta.Entries[i].Name < tb.Entries[j].Name:
-			ea = &ta.Entries[i]
-			i++
-		case i >= len(ta.Entries) || tb.Entries[j].Name < ta.Entries[i].Name:
-			eb = &tb.Entries[j]
-			j++
-		default:
-			ea, eb = &ta.Entries[i], &tb.Entries[j]
-			i++
-			j++
-		}
+	err = eachPair(ta, tb, func(ea, eb *objects.Entry) error {
 		k, err := tx.countEntryChanges(ea, eb)
-		if err != nil {
-			return 0, err
-		}
 		n += k
+		return err
+	})
+	return n, err
+}
+
+// treeOrEmpty loads tree id, the empty tree for the zero id.
+func (tx *Tx) treeOrEmpty(id objects.ID) (*objects.Tree, error) {
+	if id.IsZero() {
+		return &objects.Tree{}, nil
 	}
-	return n, nil
+	return tx.LoadTree(id)
 }
 
 // countEntryChanges counts the paths that differ between two entries of
@@ -357,14 +339,9 @@ const maxMergeSearch = 100000
 // (an old one, to go back to), after which the push records the host as
 // it is.
 func (tx *Tx) syncedBase(dir, name string, tip objects.ID) (since objects.ID, base *objects.Entry, err error) {
-	var cid []byte
-	var synced sql.NullString
-	if err := tx.QueryRow(`SELECT commit_id, branch FROM workspaces WHERE path=?`, dir).Scan(&cid, &synced); err != nil || len(cid) != objects.IDSize || synced.String == "" {
-		return objects.Zero, nil, nil // never synced, with no commit, or not with a branch's tip
-	}
-	copy(since[:], cid)
-	if since == tip {
-		return objects.Zero, nil, nil
+	since, branch, ok := syncedWith(tx, dir)
+	if !ok || branch == "" || since == tip {
+		return objects.Zero, nil, nil // never synced, not with a branch's tip, or with tip itself
 	}
 	if ok, err := tx.hasCommit(since); err != nil || !ok {
 		return objects.Zero, nil, err // gc took it
@@ -519,12 +496,10 @@ func (tx *Tx) keepExcluded(sc *scanner, rel string, host, tip objects.ID, kept *
 // last synced with: the host's, as far as art knows (the sync rows list a
 // directory's entries, not the workspace root itself).
 func (r *Repo) syncedRootMode(dir, name string) (uint32, bool) {
-	var cid []byte
-	if err := r.DB.QueryRow(`SELECT commit_id FROM workspaces WHERE path=?`, dir).Scan(&cid); err != nil || len(cid) != objects.IDSize {
+	id, _, ok := syncedWith(r.DB, dir)
+	if !ok {
 		return 0, false
 	}
-	var id objects.ID
-	copy(id[:], cid)
 	c, err := r.LoadCommit(id)
 	if err != nil {
 		return 0, false
@@ -539,12 +514,23 @@ func (r *Repo) syncedRootMode(dir, name string) (uint32, bool) {
 // syncedCommit returns the commit the host workspace dir last synced
 // with, when the repository still holds it.
 func (tx *Tx) syncedCommit(dir string) (objects.ID, bool, error) {
-	var cid []byte
-	if err := tx.QueryRow(`SELECT commit_id FROM workspaces WHERE path=?`, dir).Scan(&cid); err != nil || len(cid) != objects.IDSize {
+	id, _, ok := syncedWith(tx, dir)
+	if !ok {
 		return objects.Zero, false, nil
 	}
-	var id objects.ID
-	copy(id[:], cid)
 	ok, err := tx.hasCommit(id)
 	return id, ok, err
+}
+
+// syncedWith reads the workspaces row of dir: the commit it last synced
+// with and the branch whose tip that was ("" none, DetachedHead); ok is
+// false when it never synced or its commit is gone.
+func syncedWith(q querier, dir string) (commit objects.ID, branch string, ok bool) {
+	var cid []byte
+	var b sql.NullString
+	if err := q.QueryRow(`SELECT commit_id, branch FROM workspaces WHERE path=?`, dir).Scan(&cid, &b); err != nil || len(cid) != objects.IDSize {
+		return objects.Zero, "", false
+	}
+	copy(commit[:], cid)
+	return commit, b.String, true
 }

@@ -402,8 +402,10 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		if !s.IsZero() {
 			var m mergeResult
 			var baseTree objects.ID
-			if base != nil && prevEntry != nil {
+			if base != nil {
 				baseTree = base.ID
+			}
+			if base != nil && prevEntry != nil {
 				// The root's own mode, which no tree below holds.
 				switch {
 				case prevEntry.Mode == base.Mode || prevEntry.Mode == root.mode:
@@ -413,9 +415,6 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 				default:
 					m.conflicts = append(m.conflicts, ". (its mode, changed here and on the branch)")
 				}
-			}
-			if base != nil {
-				baseTree = base.ID
 			}
 			merged := wsTree
 			if wsTree != prevWS && baseTree != prevWS {
