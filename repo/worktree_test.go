@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/artproject/art/objects"
@@ -215,4 +216,38 @@ func mustTip(t *testing.T, r *Repo, branch string) objects.ID {
 		t.Fatal(err)
 	}
 	return tip
+}
+
+// A read-only view claims nothing: another worktree on its branch is made
+// and resumed beside it, and the view can be neither claimed for a
+// commit nor removed as anything else.
+func TestViewWorktree(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n"})
+	push(t, r, ws, "v1")
+	v, err := r.CreateView("main", "/nowhere/view")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Kind != KindView {
+		t.Fatalf("kind %q", v.Kind)
+	}
+	w, resumed, err := r.CreateWorktree("main", "mount", "/nowhere/mnt", "")
+	if err != nil || resumed {
+		t.Fatalf("a worktree beside a live view: resumed %v, %v", resumed, err)
+	}
+	if err := r.ClaimWorktree(v); err == nil || !strings.Contains(err.Error(), "read-only view") {
+		t.Errorf("claiming a view: %v", err)
+	}
+	if err := r.RemoveView(w); err == nil || !strings.Contains(err.Error(), "not a read-only view") {
+		t.Errorf("RemoveView of a mount worktree: %v", err)
+	}
+	if err := r.RemoveView(v); err != nil {
+		t.Fatal(err)
+	}
+	wts, _ := r.Worktrees()
+	if len(wts) != 1 || wts[0].ID != w.ID {
+		t.Errorf("worktrees after removing the view: %+v", wts)
+	}
 }
