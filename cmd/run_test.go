@@ -300,7 +300,12 @@ func TestRunInterruptedRecovery(t *testing.T) {
 	r := newRepo(t, map[string]string{"a.txt": "a\n"})
 	base := r.head()
 	marker := fmt.Sprintf("art-interrupt-marker-%d", time.Now().UnixNano())
-	script := "echo data > f; sync; sleep 60; : " + marker
+	// The kill comes once the agent sleeps, after f's close and fsync: a
+	// reader that saw "data" in f could kill art between the write and
+	// the close, whose data is not acknowledged yet (the test failed so
+	// once in CI). The sleep's own argument names it.
+	sleepArg := fmt.Sprintf("60.%06d", time.Now().UnixNano()%1000000)
+	script := "echo data > f; sync f; sleep " + sleepArg + "; : " + marker
 	c, wait := r.start("run", "-i=false", "--", "sh", "-c", script)
 
 	// The worktree is recorded as live, with its mount point, before
@@ -319,6 +324,7 @@ func TestRunInterruptedRecovery(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(mnt, "WS", "f"))
 		return err == nil && string(b) == "data\n"
 	})
+	waitFor(t, "the agent's sleep, after f's fsync", 30*time.Second, func() bool { return processWith("sleep\x00" + sleepArg) })
 
 	if err := c.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
