@@ -154,6 +154,9 @@ func (tx *Tx) SetBranch(name string, id objects.ID) error {
 	if err := CheckBranchName(name); err != nil {
 		return err
 	}
+	if err := tx.checkOpen(); err != nil {
+		return fmt.Errorf("update branch %s: %w", name, err)
+	}
 	if err := tx.checkCommit(id); err != nil {
 		return fmt.Errorf("update branch %s: %w", name, err)
 	}
@@ -265,4 +268,25 @@ func (tx *Tx) checkCommit(id objects.ID) error {
 		return fmt.Errorf("look up commit %s: %w", id.Short(), err)
 	}
 	return nil
+}
+
+// errTxEnded is a transaction SQLite rolled back by itself.
+var errTxEnded = errors.New("the transaction ended before its commit (SQLite rolled it back, e.g. on a full disk); nothing was recorded")
+
+// checkOpen fails when SQLite has ended tx by itself: on some errors (a
+// full disk) it rolls the whole transaction back, and every later
+// statement runs, and commits, on its own. A branch moved then pointed at
+// a commit whose trees were rolled back, and the worktree's work looked
+// recorded. BEGIN is refused inside a live transaction; one it starts
+// is rolled back at once.
+func (tx *Tx) checkOpen() error {
+	_, err := tx.Exec(`BEGIN`)
+	if err != nil {
+		if strings.Contains(err.Error(), "within a transaction") {
+			return nil
+		}
+		return err
+	}
+	tx.Exec(`ROLLBACK`)
+	return errTxEnded
 }
