@@ -25,7 +25,9 @@ type ptyIO struct {
 	rawState *term.State // to restore
 	winch    chan os.Signal
 
-	stopR, stopW *os.File      // wakes the stdin pump
+	stopR, stopW *os.File      // wakes the stdin pump from its poll(2)
+	stop         chan struct{} // closed when input stops: ends the EOF retries
+	stopOnce     sync.Once
 	inDone       chan struct{} // stdin pump finished
 	outDone      chan struct{} // pty output copy finished
 	closeOnce    sync.Once
@@ -36,7 +38,7 @@ func newPtyIO(stdio Stdio) (*ptyIO, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &ptyIO{ptmx: ptmx, tty: tty, ttyName: tty.Name(), stdin: stdio.Stdin, stdout: stdio.Stdout, rawFd: -1}
+	t := &ptyIO{ptmx: ptmx, tty: tty, ttyName: tty.Name(), stdin: stdio.Stdin, stdout: stdio.Stdout, rawFd: -1, stop: make(chan struct{})}
 	if t.stdout == nil {
 		t.stdout = io.Discard
 	}
@@ -168,9 +170,10 @@ func (t *ptyIO) pumpFile(f *os.File) {
 func (t *ptyIO) sendEOFs() {
 	for {
 		t.sendEOF()
-		fds := []unix.PollFd{{Fd: int32(t.stopR.Fd()), Events: unix.POLLIN}}
-		if n, err := unix.Poll(fds, 1000); n == 1 || err != nil && err != unix.EINTR {
+		select {
+		case <-t.stop:
 			return
+		case <-time.After(time.Second):
 		}
 	}
 }
@@ -188,16 +191,34 @@ func (t *ptyIO) sendEOF() {
 				if n, _ := unix.Poll(fds, 10); n != 1 {
 					break // nothing left for the command to read
 				}
-				time.Sleep(100 * time.Millisecond)
+				select {
+				case <-t.stop:
+					tries = 20
+				case <-time.After(100 * time.Millisecond):
+				}
 			}
 			unix.Close(fd)
 		}
 	}
-	c := byte(4)
-	if tio, err := unix.IoctlGetTermios(int(t.ptmx.Fd()), unix.TCGETS); err == nil && tio.Lflag&unix.ICANON != 0 && tio.Cc[unix.VEOF] != 0 {
-		c = tio.Cc[unix.VEOF]
+	select {
+	case <-t.stop:
+		return // the session ended while the command still had input
+	default:
 	}
-	_, _ = t.ptmx.Write([]byte{c})
+	// Through the raw connection, not Fd(): the pty may be closed by now
+	// (close does not wait for a reader that is not a file), and Control
+	// holds the descriptor open while it runs, or fails once it is closed.
+	rc, err := t.ptmx.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		c := byte(4)
+		if tio, err := unix.IoctlGetTermios(int(fd), unix.TCGETS); err == nil && tio.Lflag&unix.ICANON != 0 && tio.Cc[unix.VEOF] != 0 {
+			c = tio.Cc[unix.VEOF]
+		}
+		_, _ = unix.Write(int(fd), []byte{c})
+	})
 }
 
 // finish drains the pty output after the sandbox is gone and stops input.
@@ -212,6 +233,7 @@ func (t *ptyIO) finish() {
 }
 
 func (t *ptyIO) stopInput() {
+	t.stopOnce.Do(func() { close(t.stop) })
 	if t.stopW != nil {
 		_, _ = t.stopW.Write([]byte{0})
 		if t.inDone != nil {
@@ -237,8 +259,15 @@ func (t *ptyIO) close() {
 		_ = t.tty.Close()
 		_ = t.ptmx.Close()
 		if t.stopR != nil {
-			t.stopR.Close()
-			t.stopW.Close()
+			// The pump polls stopR until it returns: close the pipe only
+			// then, or its poll would race with the close.
+			stopR, stopW, inDone := t.stopR, t.stopW, t.inDone
+			release := func() { stopR.Close(); stopW.Close() }
+			if inDone == nil {
+				release()
+			} else {
+				go func() { <-inDone; release() }()
+			}
 		}
 	})
 }
