@@ -19,7 +19,7 @@ import (
 
 // SchemaVersion is the newest schema this build knows. Open migrates older
 // repositories forward and refuses newer ones.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Errors callers test for.
 var (
@@ -104,12 +104,24 @@ CREATE TABLE synced_dirs(workspace TEXT NOT NULL, dir TEXT NOT NULL, data BLOB N
 ALTER TABLE upper_inodes ADD COLUMN uid INTEGER;
 ALTER TABLE upper_inodes ADD COLUMN gid INTEGER;
 `,
+	// 3 → 4: workspaces.branch "" now means a pull of a commit that was
+	// no branch's tip (going back: the next push records the host as it
+	// is); builds before wrote "" for every pull and for a detached push,
+	// after which a push merges. migrateWorkspaces also re-keys rows of
+	// workspaces pushed through a link (now kept under the real path) and
+	// makes the repository private, as art init now makes it. Older
+	// schema-3 builds refuse the result ("upgrade art") instead of
+	// resuming read-only views as sessions.
+	`
+UPDATE workspaces SET branch='HEAD' WHERE branch='';
+`,
 }
 
 // afterMigration[i], when set, runs after the statements of migrations[i],
-// in the same transaction.
-var afterMigration = map[int]func(*sql.Tx) error{
-	1: migrateSyncedBlobs,
+// in the same transaction; path is the repository file's.
+var afterMigration = map[int]func(tx *sql.Tx, path string) error{
+	1: func(tx *sql.Tx, _ string) error { return migrateSyncedBlobs(tx) },
+	3: migrateWorkspaces,
 }
 
 func dsn(path string, readOnly bool) string {
@@ -429,7 +441,7 @@ func (r *Repo) applyMigrations(from int) error {
 			}
 		}
 		if f := afterMigration[v]; f != nil {
-			if err := f(tx); err != nil {
+			if err := f(tx, r.Path); err != nil {
 				return fmt.Errorf("migrate schema %d→%d: %w", v, v+1, err)
 			}
 		}

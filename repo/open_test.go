@@ -390,7 +390,7 @@ func TestMigrateUpperOwners(t *testing.T) {
 	}
 	r = reopen(t, r)
 	var v string
-	if err := r.DB.QueryRow(`SELECT value FROM meta WHERE key='schema_version'`).Scan(&v); err != nil || v != "3" {
+	if err := r.DB.QueryRow(`SELECT value FROM meta WHERE key='schema_version'`).Scan(&v); err != nil || v != strconv.Itoa(SchemaVersion) {
 		t.Fatalf("schema_version %q after the migration, %v", v, err)
 	}
 	var size int64

@@ -474,7 +474,12 @@ func (p *puller) plan(n *pullNode) error {
 			// Never written: the host's own .art and ignored paths. The
 			// branch keeps them (push leaves them as they are); said,
 			// since the pull is otherwise silent about them.
-			if !IsDirName(e.Name) && n.host != nil && p.host[rel] == nil {
+			if IsDirName(e.Name) {
+				// Art's own directory's name (an old build or an agent
+				// stored it): never written, and said, as above.
+				p.say("SKIP", rel, " (named like art's own "+DirName+" directory, which a pull never writes; the commit keeps it)")
+				p.res.Ignored++
+			} else if n.host != nil && p.host[rel] == nil {
 				var st unix.Stat_t
 				if lstatPath(filepath.Join(p.dir, filepath.FromSlash(rel)), &st) != nil {
 					p.say("SKIP", rel, " (left out by .artignore; the commit keeps it)")

@@ -441,8 +441,15 @@ func testPullVariantsOfReservedNames(t *testing.T, dirName, ignoreName string) {
 	if d := diffMaps(before, snapshot(t, ws)); d != "" {
 		t.Fatalf("a refused pull changed the host:\n%s", d)
 	}
-	if _, err := r.Pull(PullOptions{Dir: ws, Commit: hostile, Force: true}); err != nil {
+	var lines []string
+	res, err := r.Pull(PullOptions{Dir: ws, Commit: hostile, Force: true, Report: func(l string) { lines = append(lines, l) }})
+	if err != nil {
 		t.Fatal(err)
+	}
+	// Said, not silent: the commit holds it (an old build stored such
+	// names, an agent can).
+	if want := "SKIP " + QuotePath("/ws/"+dirName) + " (named like art's own .art directory"; res.Ignored != 1 || !strings.Contains(strings.Join(lines, "\n"), want) {
+		t.Errorf("pull reported %q, %d ignored; want a line starting %q", lines, res.Ignored, want)
 	}
 	if _, err := os.Lstat(filepath.Join(ws, dirName)); err == nil {
 		t.Fatalf("pull wrote %s", dirName)

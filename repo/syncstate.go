@@ -141,33 +141,53 @@ func decodeSyncRow(dir string, b []byte, fn func(name string, e *syncedEntry)) (
 		return objects.Zero, fmt.Errorf("sync state of %q: %w", dir, err)
 	}
 	var tree objects.ID
-	d := &objects.Decoder{B: b}
+	var entries []byte
 	v2 := true
 	switch {
 	case bytes.HasPrefix(b, []byte(syncDirMagic)):
-		d.B = b[len(syncDirMagic):]
-		tree = d.ID()
+		rest := b[len(syncDirMagic):]
+		entries = rest
+		if len(rest) >= objects.IDSize {
+			entries = rest[objects.IDSize:]
+		}
+		if eachSyncEntry(entries, true, nil) != nil && eachSyncEntry(rest, true, nil) == nil {
+			// Builds d2916fe to 9f2c146 wrote "artsdir2" rows without
+			// the tree id, which came later under the same magic.
+			entries = rest
+		} else if len(rest) >= objects.IDSize {
+			copy(tree[:], rest)
+		}
 	case bytes.HasPrefix(b, []byte(syncDirMagicV1)):
-		d.B = b[len(syncDirMagicV1):]
+		entries = b[len(syncDirMagicV1):]
 		v2 = false
 	default:
 		return objects.Zero, fmt.Errorf("sync state of %q: %w: bad magic", dir, objects.ErrCorrupt)
 	}
+	if err := eachSyncEntry(entries, v2, fn); err != nil {
+		return objects.Zero, fmt.Errorf("sync state of %q: %w", dir, err)
+	}
+	return tree, nil
+}
+
+// eachSyncEntry decodes a row's entries, calling fn (if not nil) with
+// each; an error means the row does not decode, and fn may have seen part
+// of it.
+func eachSyncEntry(b []byte, dirIDs bool, fn func(name string, e *syncedEntry)) error {
+	d := &objects.Decoder{B: b}
 	for len(d.B) > 0 && d.Err == nil {
-		name := string(d.Bytes(d.Uvarint(objects.MaxNameLen)))
-		e := decodeSyncEntry(d, v2)
+		nb := d.Bytes(d.Uvarint(objects.MaxNameLen))
+		e := decodeSyncEntry(d, dirIDs)
 		if d.Err != nil {
 			break
 		}
-		if !objects.ValidName(name) {
-			return objects.Zero, fmt.Errorf("sync state of %q: %w: bad name %q", dir, objects.ErrCorrupt, name)
+		if !objects.ValidName(string(nb)) {
+			return fmt.Errorf("%w: bad name %q", objects.ErrCorrupt, nb)
 		}
-		fn(name, &e)
+		if fn != nil {
+			fn(string(nb), &e)
+		}
 	}
-	if d.Err != nil {
-		return objects.Zero, fmt.Errorf("sync state of %q: %w", dir, d.Err)
-	}
-	return tree, nil
+	return d.Err
 }
 
 // rowsQuerier is what loading the sync state needs: the database or a
@@ -364,6 +384,11 @@ func decodeSyncBlob(b []byte) (map[string]*syncedEntry, error) {
 // that does not decode is dropped: it is a cache, and pull treats a
 // workspace without one as never synced, which refuses rather than deletes.
 func migrateSyncedBlobs(tx *sql.Tx) error {
+	if perRow, err := hasColumn(tx, "synced", "path"); err != nil {
+		return err
+	} else if perRow {
+		return migrateSyncedRows(tx)
+	}
 	rows, err := tx.Query(`SELECT workspace, enc, data FROM synced`)
 	if err != nil {
 		return err
@@ -398,6 +423,64 @@ func migrateSyncedBlobs(tx *sql.Tx) error {
 		for dir, data := range syncRows(m) {
 			if _, err := tx.Exec(`INSERT INTO synced_dirs(workspace, dir, data) VALUES(?, ?, ?)`, b.ws, dir, data); err != nil {
 				return fmt.Errorf("convert the sync state of %s: %w", b.ws, err)
+			}
+		}
+	}
+	_, err = tx.Exec(`DROP TABLE synced`)
+	return err
+}
+
+// hasColumn reports whether table has a column of that name.
+func hasColumn(tx *sql.Tx, table, column string) (bool, error) {
+	var n int
+	err := tx.QueryRow(`SELECT count(*) FROM pragma_table_info(?) WHERE name=?`, table, column).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("read the columns of %s: %w", table, err)
+	}
+	return n > 0, nil
+}
+
+// migrateSyncedRows converts the sync state of the first builds, which
+// kept schema 1's synced table as one row per host path (workspace, path,
+// type, mode, id, size, mtime, ctime, ino, target) before it became one
+// blob per workspace without a new schema version: such a repository
+// failed to open ("no such column: enc"). Rows that do not make sense are
+// dropped, as a blob that does not decode is.
+func migrateSyncedRows(tx *sql.Tx) error {
+	rows, err := tx.Query(`SELECT workspace, path, type, mode, id, size, mtime, ctime, ino, target FROM synced`)
+	if err != nil {
+		return fmt.Errorf("read the sync state: %w", err)
+	}
+	state := map[string]map[string]*syncedEntry{}
+	for rows.Next() {
+		var ws, p string
+		var typ, mode, size, mtime, ctime, ino int64
+		var id []byte
+		var target sql.NullString
+		if err := rows.Scan(&ws, &p, &typ, &mode, &id, &size, &mtime, &ctime, &ino, &target); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the sync state: %w", err)
+		}
+		e := &syncedEntry{typ: objects.Type(typ), mode: uint32(mode) & objects.PermMask, size: size, mtime: mtime, ctime: ctime, ino: uint64(ino), target: target.String}
+		if len(id) == objects.IDSize {
+			copy(e.id[:], id)
+		}
+		if parts, err := SplitPath(p); err != nil || len(parts) == 0 || strings.Join(parts, "/") != p || e.typ == objects.TypeFile && e.id.IsZero() {
+			continue
+		}
+		if state[ws] == nil {
+			state[ws] = map[string]*syncedEntry{}
+		}
+		state[ws][p] = e
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the sync state: %w", err)
+	}
+	for ws, m := range state {
+		for dir, data := range syncRows(m) {
+			if _, err := tx.Exec(`INSERT INTO synced_dirs(workspace, dir, data) VALUES(?, ?, ?)`, ws, dir, data); err != nil {
+				return fmt.Errorf("convert the sync state of %s: %w", ws, err)
 			}
 		}
 	}
