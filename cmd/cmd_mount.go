@@ -285,7 +285,9 @@ func newCommitCmd(g *globals) *cobra.Command {
 process died) left in its worktree as a commit on its branch. With one
 interrupted worktree, --worktree is optional; 'art status' lists them.
 With -b, the commit goes on a new branch started at the worktree's base
-commit: the way to keep the work when its branch moved meanwhile.`,
+commit: the way to keep the work when its branch moved meanwhile. A
+worktree that holds no changes is removed (and the command says so, with
+a non-zero exit). Until then, art push refuses the worktree's branch.`,
 		Example: `  art status
   art commit --worktree 3 -M "recovered session"
   art commit --worktree 3 -b rescued`,
@@ -376,7 +378,22 @@ func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg, branch str
 	allowEmpty := wt.Kind == "run" // every session is recorded, even an empty one
 	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: allowEmpty, Branch: branch})
 	if errors.Is(err, overlay.ErrNothingToCommit) {
-		return fmt.Errorf("nothing to commit: worktree #%d has no changes", wt.ID)
+		// Its journal replayed and nothing in it: kept, it stayed in
+		// art status for good and kept push off its branch. (Commit
+		// has closed the overlay.)
+		tx, terr := r.Begin()
+		if terr == nil {
+			terr = tx.DeleteWorktree(wt)
+			if terr == nil {
+				terr = tx.Commit()
+			}
+			tx.Rollback()
+		}
+		if terr != nil {
+			return fmt.Errorf("nothing to commit: worktree #%d has no changes (removing it failed: %w)", wt.ID, terr)
+		}
+		os.Remove(overlay.JournalPath(r, wt))
+		return fmt.Errorf("nothing to commit: worktree #%d had no changes; removed it", wt.ID)
 	}
 	if err != nil {
 		return err

@@ -29,7 +29,9 @@ session changed and DIR did not is kept (a snapshot would undo it), and a
 path both changed differently is a conflict that stops the push. A push
 to a new branch (-b NAME) records DIR as it is, on the commit DIR last
 synced with (what its content grew from). Paths .artignore leaves out
-keep what the branch holds.
+keep what the branch holds. A branch a live session works on, or that
+holds an interrupted worktree ('art status'), is refused: its commit
+would find the branch moved.
 
 Each entry added or changed since the last push or pull is listed as
 FILE /ws/path (SIZE bytes, ID), DIR /ws/path, LINK /ws/path -> TARGET or

@@ -747,12 +747,13 @@ func rawWorktreeState(t *testing.T, db string) string {
 	return b.String()
 }
 
-// A branch with a live worktree refuses a push (the worktree's commit at
-// its end would find the branch moved). When the branch moved anyway
-// (here: a push while the worktree was interrupted), 'art commit' says so
-// and 'art commit -b NEW' records the work on a new branch from the
-// worktree's base; it used to suggest -b, which did not exist, and the
-// work could not be recorded at all.
+// A branch with a live or interrupted worktree refuses a push (the
+// worktree's commit would find the branch moved). When the branch moved
+// anyway (here: as a push of an older build, which did not refuse while
+// the worktree was interrupted, moved it), 'art commit' says so and 'art
+// commit -b NEW' records the work on a new branch from the worktree's
+// base; it used to suggest -b, which did not exist, and the work could
+// not be recorded at all.
 func TestMovedBranchWorkGoesToNewBranch(t *testing.T) {
 	c := newCLIRepo(t)
 	mnt := filepath.Join(c.tmp, "mnt")
@@ -774,7 +775,12 @@ func TestMovedBranchWorkGoesToNewBranch(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(c.host, "host.txt"), []byte("host work\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	artOK(t, c.tmp, "push", "-d", c.db, "-m", c.host, "-q")
+	r = art(t, c.tmp, "push", "-d", c.db, "-m", c.host, "-q")
+	if r.code == 0 || !strings.Contains(r.stderr, "holds interrupted worktree #1") || !strings.Contains(r.stderr, "'art commit --worktree 1'") {
+		t.Fatalf("push to the branch of an interrupted mount: %v", r)
+	}
+	artOK(t, c.tmp, "push", "-d", c.db, "-m", c.host, "-q", "-b", "host")
+	moveBranch(t, c.db, "main", "host")
 	mainTip := artOK(t, c.tmp, "log", "-d", c.db, "--oneline", "-n", "1", "main").stdout
 	// Each refused commit leaves the repository as it was, the worktree's
 	// row, upper layer and journal included: they used to be claimed
@@ -812,6 +818,20 @@ func TestMovedBranchWorkGoesToNewBranch(t *testing.T) {
 		t.Error("rescued does not start at the worktree's base")
 	}
 	artOK(t, c.tmp, "fsck", "-d", c.db)
+}
+
+// moveBranch points branch at the tip of another, as an older art's push
+// did under an interrupted worktree.
+func moveBranch(t *testing.T, db, branch, to string) {
+	t.Helper()
+	r, err := repo.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.DB.Exec(`UPDATE refs SET commit_id=(SELECT commit_id FROM refs WHERE name=?) WHERE name=?`, to, branch); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // 'art mount' on the mount point of a session killed with SIGKILL removes
@@ -1323,4 +1343,31 @@ func TestMountReadOnlyView(t *testing.T) {
 	if left, _ := filepath.Glob(c.db + "-wt*.journal"); len(left) > 0 {
 		t.Errorf("journals left behind: %v", left)
 	}
+}
+
+// An interrupted mount that changed nothing (killed before any write) is
+// removed by 'art commit', which says so: kept, it stayed in art status
+// for good and kept push off its branch.
+func TestCommitRemovesAnEmptyInterruptedWorktree(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	p := c.startMount("main", mnt)
+	p.kill9(t)
+	artOK(t, c.tmp, "status", "-d", c.db) // removes the dead mount
+	r := art(t, c.tmp, "commit", "-d", c.db)
+	if r.code != 1 || !strings.Contains(r.stderr, "nothing to commit: worktree #1 had no changes; removed it") {
+		t.Fatalf("art commit of an empty interrupted worktree: %v", r)
+	}
+	if st := artOK(t, c.tmp, "status", "-d", c.db).stdout; strings.Contains(st, "#1") {
+		t.Errorf("the worktree is still listed:\n%s", st)
+	}
+	if _, err := os.Stat(c.db + "-wt1.journal"); err == nil {
+		t.Errorf("its journal is still there")
+	}
+	if err := os.WriteFile(filepath.Join(c.host, "host.txt"), []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	artOK(t, c.tmp, "push", "-d", c.db, "-m", c.host, "-q")
+	artOK(t, c.tmp, "fsck", "-d", c.db)
 }

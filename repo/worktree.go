@@ -218,7 +218,9 @@ func (r *Repo) RemoveView(w *Worktree) error {
 }
 
 // checkNoLiveWorktree refuses to move a branch a live session works on:
-// the session's commit at its end would find the branch moved.
+// the session's commit at its end would find the branch moved. So does an
+// interrupted one (an art mount killed, a recovery that failed): moved
+// under it, its work could only go on another branch ('art commit -b').
 func (tx *Tx) checkNoLiveWorktree(branch string) error {
 	rows, err := tx.Query(`SELECT `+worktreeCols+` FROM worktrees WHERE branch=?`, branch)
 	if err != nil {
@@ -235,8 +237,14 @@ func (tx *Tx) checkNoLiveWorktree(branch string) error {
 	}
 	rows.Close()
 	for _, w := range live {
-		if w.Kind != KindView && ProcessAlive(w.Pid, w.PidStart) {
+		if w.Kind == KindView {
+			continue
+		}
+		if ProcessAlive(w.Pid, w.PidStart) {
 			return fmt.Errorf("%w: branch %s is in use by worktree #%d (pid %d), whose commit at its end would find the branch moved; push to another branch with -b NAME, or after the session ends", ErrBranchInUse, branch, w.ID, w.Pid)
+		}
+		if w.State == StateInterrupted {
+			return fmt.Errorf("%w: branch %s holds interrupted worktree #%d (an art %s that ended without recording its changes), which a push would leave behind; record it first with 'art commit --worktree %d', or push to another branch with -b NAME", ErrBranchInUse, branch, w.ID, w.Kind, w.ID)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -249,5 +250,61 @@ func TestViewWorktree(t *testing.T) {
 	wts, _ := r.Worktrees()
 	if len(wts) != 1 || wts[0].ID != w.ID {
 		t.Errorf("worktrees after removing the view: %+v", wts)
+	}
+}
+
+// A push onto the branch of a worktree refuses while the worktree can
+// still be recorded there: live (its commit at its end would find the
+// branch moved) or interrupted (a killed art mount: moved under it, its
+// work could only go on another branch). A view holds nothing.
+func TestPushRefusedByTheBranchsWorktree(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		kind    string
+		release bool // the owner died: interrupted
+		want    string
+	}{
+		{"live mount", "mount", false, "is in use by worktree #"},
+		{"interrupted mount", "mount", true, "holds interrupted worktree #1 (an art mount that ended without recording its changes), which a push would leave behind; record it first with 'art commit --worktree 1', or push to another branch with -b NAME"},
+		{"read-only view", KindView, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a\n"})
+			v1 := push(t, r, ws, "v1").Commit
+			var w *Worktree
+			var err error
+			if tc.kind == KindView {
+				w, err = r.CreateView("main", "")
+			} else {
+				w, _, err = r.CreateWorktree("main", tc.kind, "", "")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.release {
+				if err := r.ReleaseWorktree(w); err != nil {
+					t.Fatal(err)
+				}
+			}
+			writeFiles(t, ws, map[string]string{"a": "host\n"})
+			_, err = r.Push(context.Background(), PushOptions{Dir: ws})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("push beside a %s: %v", tc.name, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBranchInUse) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("push onto the branch of a %s: %v; want ErrBranchInUse saying %q", tc.name, err, tc.want)
+			}
+			if tip, _ := r.BranchTip("main"); tip != v1 {
+				t.Fatalf("a refused push moved main")
+			}
+			if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "mine"}); err != nil {
+				t.Fatalf("push to another branch: %v", err)
+			}
+		})
 	}
 }
