@@ -598,6 +598,9 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 			tid, lost, err := attachTrace(tx, func(tx *repo.Tx) (*objects.ID, error) { return storeTrace(tx, st) })
 			traceLost = lost
 			sess.TraceID = tid
+			if lost != nil {
+				sess.TraceLost = lost.Error()
+			}
 			return err
 		}
 	}
@@ -614,6 +617,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		if traceLost == nil {
 			traceLost = err
 		}
+		sess.TraceLost = traceLost.Error()
 		if ofs2, oerr := overlay.Open(r, wt, overlay.Options{Log: logger}); oerr == nil {
 			id, err = ofs2.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: true})
 		}

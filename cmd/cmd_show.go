@@ -105,6 +105,8 @@ func newShowCmd(g *globals) *cobra.Command {
 				}
 				if s.TraceID != nil {
 					fmt.Fprintf(g.stdout, "    trace:     %s\n", s.TraceID.Short())
+				} else if s.TraceLost != "" {
+					fmt.Fprintf(g.stdout, "    trace:     not stored (%s)\n", repo.EscapeControls(s.TraceLost))
 				}
 			}
 			fmt.Fprintln(g.stdout)

@@ -30,6 +30,9 @@ func eachTraceEvent(r *repo.Repo, rev string, f func(e *tracer.Event) error) err
 	if err != nil {
 		return err
 	}
+	if c.Session != nil && c.Session.TraceLost != "" {
+		return fmt.Errorf("%w: commit %s was traced, but its syscall log could not be stored (%s)", errNoTrace, id.Short(), repo.EscapeControls(c.Session.TraceLost))
+	}
 	if c.Session == nil || c.Session.TraceID == nil {
 		return fmt.Errorf("%w: commit %s was not traced (record one with 'art run --trace')", errNoTrace, id.Short())
 	}

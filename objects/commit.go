@@ -33,6 +33,9 @@ type Session struct {
 	End      int64  `json:"end,omitempty"`
 	Version  string `json:"version,omitempty"`
 	TraceID  *ID    `json:"trace,omitempty"`
+	// TraceLost says why a traced session's syscall log was not stored
+	// (a full disk): the session was traced, and has no log.
+	TraceLost string `json:"trace_lost,omitempty"`
 	// Policy is the path policy in force, as the policy package prints it.
 	Policy json.RawMessage `json:"policy,omitempty"`
 }
@@ -51,7 +54,7 @@ func (c *Commit) Encode() ([]byte, error) {
 	c.Author, c.Message = validUTF8(c.Author), validUTF8(c.Message)
 	if s := c.Session; s != nil {
 		s.Mode, s.Workspace, s.Status = validUTF8(s.Mode), validUTF8(s.Workspace), validUTF8(s.Status)
-		s.Signal, s.Version = validUTF8(s.Signal), validUTF8(s.Version)
+		s.Signal, s.Version, s.TraceLost = validUTF8(s.Signal), validUTF8(s.Version), validUTF8(s.TraceLost)
 		for i, a := range s.Argv {
 			if v := validUTF8(a); v != a {
 				s.Argv = append([]string(nil), s.Argv...)
