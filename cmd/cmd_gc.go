@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/artproject/art/repo"
 )
 
 func newGCCmd(g *globals) *cobra.Command {
@@ -25,6 +27,13 @@ func newGCCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.stdout, "removed %d commits, %d trees, %d files, %d chunks; %s freed\n",
 				res.Commits, res.Trees, res.Files, res.Chunks, humanBytes(res.BytesFreed))
+			if res.CompactErr != nil {
+				// The objects are gone all the same; SQLite reuses their
+				// pages for what comes next.
+				fmt.Fprintf(g.stderr, "art: warning: the repository file was not compacted: %s (it needs free space, and room in the temporary directory, about its own size; the freed room is reused for new data meanwhile)\n", repo.EscapeControls(res.CompactErr.Error()))
+			} else if res.FileBefore > 0 {
+				fmt.Fprintf(g.stdout, "compacted the repository file: %s → %s\n", humanBytes(res.FileBefore), humanBytes(res.FileAfter))
+			}
 			return nil
 		},
 	}

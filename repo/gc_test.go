@@ -445,3 +445,56 @@ func TestFsckChecksRefNames(t *testing.T) {
 		t.Fatalf("fsck problems:\n%s", p)
 	}
 }
+
+// gc compacts the repository file once a fifth of its pages is free, and
+// only then (a compaction rewrites the whole file: it ran after every gc,
+// and built its copy in memory, twice the repository's size in RAM even
+// when nothing was freed). The connections keep their in-memory temp store.
+func TestGCCompacts(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	rng := rand.New(rand.NewSource(1))
+	big := make([]byte, 4<<20)
+	rng.Read(big)
+	writeFiles(t, ws, map[string]string{"small": "s\n"})
+	push(t, r, ws, "small")
+	if err := r.CreateBranch("keep", mustResolve(t, r, "main")); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, ws, map[string]string{"big": string(big)})
+	push(t, r, ws, "big")
+
+	res, err := r.GC(nil)
+	if err != nil || res.CompactErr != nil || res.FileBefore != 0 {
+		t.Fatalf("gc with nothing to free: %+v, %v; want no compaction", res, err)
+	}
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.SetHead(Head{Branch: "keep"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.DeleteBranch("main"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.GC(nil)
+	if err != nil || res.CompactErr != nil {
+		t.Fatalf("gc: %+v, %v", res, err)
+	}
+	if res.FileBefore < 4<<20 || res.FileAfter >= 1<<20 {
+		t.Errorf("compaction: %d → %d bytes; want 4 MiB and more → under 1 MiB", res.FileBefore, res.FileAfter)
+	}
+	for i := 0; i < 4; i++ { // every pooled connection
+		var store int
+		if err := r.DB.QueryRow(`PRAGMA temp_store`).Scan(&store); err != nil || store != 2 {
+			t.Fatalf("temp_store %d after gc, %v; want 2 (memory)", store, err)
+		}
+	}
+	if fr, err := r.Fsck(nil); err != nil || len(fr.Problems) > 0 {
+		t.Fatalf("fsck after the compaction: %+v, %v", fr, err)
+	}
+}
