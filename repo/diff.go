@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/sergi/go-diff/diffmatchpatch"
@@ -483,25 +484,141 @@ func lineDiff(a, b string) []diffLine {
 			all = append(all, diffLine{'+', l})
 		}
 	} else if midA != "" || midB != "" {
-		dmp := diffmatchpatch.New()
-		ca, cb, lines := dmp.DiffLinesToChars(midA, midB)
-		for _, d := range dmp.DiffCharsToLines(dmp.DiffMain(ca, cb, false), lines) {
-			op := byte(' ')
-			switch d.Type {
-			case diffmatchpatch.DiffInsert:
-				op = '+'
-			case diffmatchpatch.DiffDelete:
-				op = '-'
+		ma, mb := la[pre:len(la)-suf], lb[pre:len(lb)-suf]
+		if len(ma)+len(mb) <= anchorAbove {
+			all = goDiff(all, midA, midB)
+		} else {
+			// A long middle is cut at the lines that occur once on each
+			// side, in the longest run that keeps their order (patience
+			// diff's anchors), and each piece between them diffed alone:
+			// go-diff on the whole took time growing with the square of
+			// the lines (2 s for 100k lines, every 8th changed) and, past
+			// its one-second timeout, gave a coarser diff that depended
+			// on the machine's load.
+			i, j := 0, 0
+			for _, an := range uniqueAnchors(ma, mb) {
+				all = diffPiece(all, ma[i:an[0]], mb[j:an[1]])
+				all = append(all, diffLine{' ', ma[an[0]]})
+				i, j = an[0]+1, an[1]+1
 			}
-			for _, l := range splitLines(d.Text) {
-				all = append(all, diffLine{op, l})
-			}
+			all = diffPiece(all, ma[i:], mb[j:])
 		}
 	}
 	for _, l := range la[len(la)-suf:] {
 		all = append(all, diffLine{' ', l})
 	}
 	return all
+}
+
+// anchorAbove is the number of lines (both sides) above which a diff is
+// cut at unique lines first (lineDiff).
+const anchorAbove = 4096
+
+// maxPieceProduct bounds a piece between anchors that go-diff gets whole
+// (lines of one side times the other's): its time grows with the lines
+// times the edits. A larger piece with no line unique to both sides is
+// shown replaced whole, a correct diff if not the smallest.
+const maxPieceProduct = 1 << 28
+
+// goDiff appends go-diff's line diff of a and b to all. No timeout: with
+// one, the result depended on the machine's speed and load.
+func goDiff(all []diffLine, a, b string) []diffLine {
+	dmp := diffmatchpatch.New()
+	dmp.DiffTimeout = 0
+	ca, cb, lines := dmp.DiffLinesToChars(a, b)
+	for _, d := range dmp.DiffCharsToLines(dmp.DiffMain(ca, cb, false), lines) {
+		op := byte(' ')
+		switch d.Type {
+		case diffmatchpatch.DiffInsert:
+			op = '+'
+		case diffmatchpatch.DiffDelete:
+			op = '-'
+		}
+		for _, l := range splitLines(d.Text) {
+			all = append(all, diffLine{op, l})
+		}
+	}
+	return all
+}
+
+// diffPiece appends the diff of one piece between anchors.
+func diffPiece(all []diffLine, a, b []string) []diffLine {
+	switch {
+	case len(a) == 0 && len(b) == 0:
+	case len(a)*len(b) > maxPieceProduct:
+		for _, l := range a {
+			all = append(all, diffLine{'-', l})
+		}
+		for _, l := range b {
+			all = append(all, diffLine{'+', l})
+		}
+	case len(a) == 0 || len(b) == 0:
+		for _, l := range a {
+			all = append(all, diffLine{'-', l})
+		}
+		for _, l := range b {
+			all = append(all, diffLine{'+', l})
+		}
+	default:
+		all = goDiff(all, strings.Join(a, ""), strings.Join(b, ""))
+	}
+	return all
+}
+
+// uniqueAnchors returns index pairs (i, j) with a[i] == b[j], each line
+// occurring once in a and once in b, in increasing order on both sides:
+// the longest such run (patience sorting over the b positions, in a's
+// order).
+func uniqueAnchors(a, b []string) [][2]int {
+	type seen struct{ na, nb, i, j int }
+	m := make(map[string]*seen, len(a))
+	for i, l := range a {
+		s := m[l]
+		if s == nil {
+			s = &seen{}
+			m[l] = s
+		}
+		s.na++
+		s.i = i
+	}
+	for j, l := range b {
+		if s := m[l]; s != nil {
+			s.nb++
+			s.j = j
+		}
+	}
+	var cand [][2]int // in a's order
+	for i, l := range a {
+		if s := m[l]; s.na == 1 && s.nb == 1 && s.i == i {
+			cand = append(cand, [2]int{i, s.j})
+		}
+	}
+	// Longest increasing subsequence of the j's.
+	tails := []int{}               // tails[k]: index in cand ending a run of length k+1
+	prev := make([]int, len(cand)) // the run's previous element
+	for c, p := range cand {
+		k := sort.Search(len(tails), func(k int) bool { return cand[tails[k]][1] >= p[1] })
+		if k > 0 {
+			prev[c] = tails[k-1]
+		} else {
+			prev[c] = -1
+		}
+		if k == len(tails) {
+			tails = append(tails, c)
+		} else {
+			tails[k] = c
+		}
+	}
+	out := make([][2]int, len(tails))
+	for k, c := len(tails)-1, -1; k >= 0; k-- {
+		if c == -1 {
+			c = tails[len(tails)-1]
+		} else {
+			c = prev[c]
+		}
+		out[k] = cand[c]
+	}
+	return out
 }
 
 // maxDiffLines bounds the distinct lines go-diff is given: it maps each
@@ -540,6 +657,9 @@ func unified(a, b string, context int) ([]string, DiffStat) {
 	}
 	var hunks []string
 	i := 0
+	// Line numbers up to all[:counted], kept as hunks go (counting from
+	// the top for each hunk took time growing with their square).
+	aLine, bLine, counted := 1, 1, 0
 	for i < len(all) {
 		for i < len(all) && all[i].op == ' ' {
 			i++
@@ -566,15 +686,19 @@ func unified(a, b string, context int) ([]string, DiffStat) {
 			end = min(end+context, len(all))
 			break
 		}
-		aStart, bStart := 1, 1
-		for _, l := range all[:start] {
+		if start < counted { // hunks do not overlap; should one, count again
+			aLine, bLine, counted = 1, 1, 0
+		}
+		for _, l := range all[counted:start] {
 			if l.op != '+' {
-				aStart++
+				aLine++
 			}
 			if l.op != '-' {
-				bStart++
+				bLine++
 			}
 		}
+		counted = start
+		aStart, bStart := aLine, bLine
 		aN, bN := 0, 0
 		var sb strings.Builder
 		for _, l := range all[start:end] {

@@ -651,3 +651,92 @@ func TestDeepChain(t *testing.T) {
 		t.Fatalf("the chain's file: %q", got)
 	}
 }
+
+// Long texts are cut at lines unique to both sides before go-diff sees
+// them: a long file with every 8th line changed took time growing
+// with the square of its lines, and past go-diff's one-second timeout its
+// diff changed from run to run (54,677 / 13,223 / 8,750 insertions).
+func TestLineDiffLongTexts(t *testing.T) {
+	rebuild := func(t *testing.T, a, b string, all []diffLine) {
+		t.Helper()
+		var gotA, gotB strings.Builder
+		for _, l := range all {
+			if l.op != '+' {
+				gotA.WriteString(l.text)
+			}
+			if l.op != '-' {
+				gotB.WriteString(l.text)
+			}
+		}
+		if gotA.String() != a || gotB.String() != b {
+			t.Fatalf("the diff does not turn a into b")
+		}
+	}
+	t.Run("every 8th line changed", func(t *testing.T) {
+		const n = 200000
+		var a, b strings.Builder
+		for i := 1; i <= n; i++ {
+			fmt.Fprintf(&a, "line %d\n", i)
+			if i%8 == 0 {
+				fmt.Fprintf(&b, "changed line %d\n", i)
+			} else {
+				fmt.Fprintf(&b, "line %d\n", i)
+			}
+		}
+		hunks, st := unified(a.String(), b.String(), 3)
+		if st.Added != n/8 || st.Deleted != n/8 || len(hunks) != n/8 {
+			t.Fatalf("%d added, %d deleted, %d hunks; want %d each", st.Added, st.Deleted, len(hunks), n/8)
+		}
+		for _, k := range []int{1, n / 16, n/8 - 1} {
+			if want := fmt.Sprintf("@@ -%d,7 +%d,7 @@\n", 8*k-3, 8*k-3); !strings.HasPrefix(hunks[k-1], want) {
+				t.Fatalf("hunk %d starts %q, want %q", k, hunks[k-1][:min(len(hunks[k-1]), 30)], want)
+			}
+		}
+		rebuild(t, a.String(), b.String(), lineDiff(a.String(), b.String()))
+	})
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct {
+		name  string
+		vocab int // distinct lines to draw from (0: every line unique)
+	}{
+		{"unique lines, blocks moved and edited", 0},
+		{"many repeated lines", 50},
+		{"no line unique to both sides", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line := func(i int) string {
+				if tc.vocab == 0 {
+					return fmt.Sprintf("l%d\n", i)
+				}
+				return fmt.Sprintf("v%d\n", rng.IntN(tc.vocab))
+			}
+			var la []string
+			for i := range 6000 {
+				la = append(la, line(i))
+			}
+			lb := append([]string(nil), la...)
+			for range 300 { // edits: replace, delete, insert, move a block
+				k := rng.IntN(len(lb) - 50)
+				switch rng.IntN(4) {
+				case 0:
+					lb[k] = line(100000 + k)
+				case 1:
+					lb = append(lb[:k], lb[k+1:]...)
+				case 2:
+					lb = append(lb[:k], append([]string{line(200000 + k)}, lb[k:]...)...)
+				case 3:
+					block := append([]string(nil), lb[k:k+20]...)
+					lb = append(lb[:k], lb[k+20:]...)
+					at := rng.IntN(len(lb))
+					lb = append(lb[:at], append(block, lb[at:]...)...)
+				}
+			}
+			a, b := strings.Join(la, ""), strings.Join(lb, "")
+			first := lineDiff(a, b)
+			rebuild(t, a, b, first)
+			if again := lineDiff(a, b); !reflect.DeepEqual(first, again) {
+				t.Fatalf("two diffs of the same texts differ")
+			}
+		})
+	}
+}

@@ -106,3 +106,46 @@ func TestPutFileZeroRun(t *testing.T) {
 		t.Fatalf("read back %d bytes (err %v), want the %d stored", len(got), err, len(content))
 	}
 }
+
+// The decoded-tree cache is bounded in memory, not only in trees: many
+// versions of a wide directory (art log computing each session's changes
+// in a 100k-file directory) filled it with gigabytes.
+func TestTreeCacheBoundedInBytes(t *testing.T) {
+	r := newTestRepo(t)
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const width, versions = 20000, 60
+	entries := make([]objects.Entry, width)
+	for i := range entries {
+		entries[i] = objects.Entry{Name: fmt.Sprintf("file-%06d.go", i), Type: objects.TypeFile, Mode: 0o644, ID: objects.Hash([]byte{byte(i)}), Size: 1}
+	}
+	var ids []objects.ID
+	for v := 0; v < versions; v++ {
+		entries[0].MTime = int64(v) // one changed file per version
+		id, err := tx.PutTree(&objects.Tree{Entries: entries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r = reopen(t, r)
+	for _, id := range ids {
+		if tr, err := r.LoadTree(id); err != nil || len(tr.Entries) != width {
+			t.Fatalf("LoadTree: %v", err)
+		}
+		r.mu.Lock()
+		used, n := r.treeBytes, len(r.trees)
+		r.mu.Unlock()
+		if used > maxCachedTreeBytes || n >= versions {
+			t.Fatalf("tree cache holds %d trees, %d bytes (bound %d)", n, used, maxCachedTreeBytes)
+		}
+	}
+	if one := treeCost(&objects.Tree{Entries: entries}, 0); one*versions <= maxCachedTreeBytes {
+		t.Fatalf("the test's trees (%d bytes each) do not exceed the bound together", one)
+	}
+}
