@@ -511,6 +511,23 @@ func (e *env) tip(branch string) string {
 	return e.show(branch).ID
 }
 
+// branchTipRO reads a branch's tip from the database directly
+// (read-only): unlike an art command (e.tip), it records no pending session
+// on the way.
+func (e *env) branchTipRO(branch string) string {
+	e.t.Helper()
+	db, err := sql.Open("sqlite", "file:"+e.db+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer db.Close()
+	var id []byte
+	if err := db.QueryRow(`SELECT commit_id FROM refs WHERE name=?`, branch).Scan(&id); err != nil {
+		e.t.Fatalf("read branch %s: %v", branch, err)
+	}
+	return hex.EncodeToString(id)
+}
+
 // worktreeRow is one row of the worktrees table.
 type worktreeRow struct {
 	ID         int64
