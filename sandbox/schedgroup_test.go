@@ -314,10 +314,6 @@ func TestStaleSchedGroupRemovedOnceEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(root, fmt.Sprintf("%s%d-1", schedCgroupPrefix, dead.Process.Pid))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(dir)
 	leaving := exec.Command("cat") // the sandbox's last process, exiting at EOF
 	stdin, err := leaving.StdinPipe()
 	if err != nil {
@@ -328,9 +324,24 @@ func TestStaleSchedGroupRemovedOnceEmpty(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { leaving.Wait(); close(done) }()
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(leaving.Process.Pid)), 0o644); err != nil {
-		stdin.Close()
-		t.Fatalf("move a process into the group: %v", err)
+	defer os.Remove(dir)
+	// Until the process is in it, the group is stale and empty: an art
+	// command starting meanwhile (the other test packages run alongside)
+	// removes it, as it should. It is made again then.
+	for try := 0; ; try++ {
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			stdin.Close()
+			t.Fatal(err)
+		}
+		err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(leaving.Process.Pid)), 0o644)
+		if err == nil {
+			break
+		}
+		// ENOENT, or ENODEV when it went between the open and the write.
+		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ENODEV) || try == 100 {
+			stdin.Close()
+			t.Fatalf("move a process into the group: %v", err)
+		}
 	}
 	time.AfterFunc(50*time.Millisecond, func() { stdin.Close() })
 	removeStaleSchedGroups(root, time.Second)
