@@ -88,7 +88,7 @@ func runChildTest(t *testing.T, name, mode string) {
 		if err != nil {
 			t.Fatalf("child: %v\n%s", err, out)
 		}
-	case <-time.After(time.Minute):
+	case <-time.After(4 * time.Minute): // a hang, not a slow machine: 100 mount cycles took 23–41 s under -race and load
 		mps, _ := MountPoints()
 		for _, mp := range mps {
 			if strings.HasPrefix(mp, tmp+"/") {
