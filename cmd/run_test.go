@@ -41,7 +41,7 @@ func TestRunExitStatus(t *testing.T) {
 		{"SIGTERM", []string{"--", "sh", "-c", "kill -TERM $$"}, []string{"sh", "-c", "kill -TERM $$"}, 143, "signaled", "SIGTERM", "killed by SIGTERM"},
 		{"not found", []string{"--", "no-such-command-art-test"}, []string{"no-such-command-art-test"}, 127, "exited", "", "not found"},
 		{"not executable", []string{"--", "./noexec.sh"}, []string{"./noexec.sh"}, 126, "exited", "", "Permission denied"},
-		{"timeout", []string{"--timeout", "1s", "--", "sleep", "30"}, []string{"sleep", "30"}, 124, "timed out", "SIGTERM", "timed out"},
+		{"timeout", []string{"--timeout", "3s", "--", "sleep", "30"}, []string{"sleep", "30"}, 124, "timed out", "SIGTERM", "timed out"},
 		{"default message and -M", []string{"-M", "my message", "--", "true"}, []string{"true"}, 0, "exited", "", ""},
 	}
 	for _, tc := range tests {

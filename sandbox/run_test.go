@@ -220,7 +220,7 @@ func TestUserSpecs(t *testing.T) {
 func TestTimeoutKillsWholeTree(t *testing.T) {
 	requireBwrap(t)
 	cfg := baseConfig(t, "sh", "-c", "sleep 987001 & (sleep 987002 &) ; setsid sleep 987003 & echo started; sleep 987004")
-	cfg.Timeout = 2 * time.Second
+	cfg.Timeout = 4 * time.Second // the clock starts before bwrap: room for a loaded machine to print "started"
 	begin := time.Now()
 	o := run(t, cfg, "")
 	if o.Err != nil {
@@ -692,7 +692,7 @@ func TestStopGivesGrace(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			if tc.signal == 0 {
-				cfg.Timeout = time.Second
+				cfg.Timeout = 3 * time.Second // the clock starts before bwrap: room for sh to set its trap
 			} else {
 				sigs := make(chan os.Signal, 1)
 				cfg.Signals = sigs
