@@ -37,6 +37,10 @@ func TestMigrateOldPullMerges(t *testing.T) {
 	if err := r.DB.QueryRow(`SELECT branch FROM workspaces`).Scan(&branch); err != nil || branch != DetachedHead {
 		t.Fatalf("migrated branch %q, %v; want %q", branch, err, DetachedHead)
 	}
+	var indexes int
+	if err := r.DB.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type='index' AND name IN ('refs_commit', 'workspaces_commit', 'worktrees_base')`).Scan(&indexes); err != nil || indexes != 3 {
+		t.Fatalf("%d of the foreign-key indexes after the migration, %v", indexes, err)
+	}
 	agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"b": "agent\n"}) })
 	writeFiles(t, ws, map[string]string{"a": "host\n"})
 	res, err := r.Push(context.Background(), PushOptions{Dir: ws})

@@ -112,8 +112,16 @@ ALTER TABLE upper_inodes ADD COLUMN gid INTEGER;
 	// makes the repository private, as art init now makes it. Older
 	// schema-3 builds refuse the result ("upgrade art") instead of
 	// resuming read-only views as sessions.
+	//
+	// The indexes serve the foreign-key checks of gc's deletions: without
+	// them each deleted commit scanned refs, workspaces and worktrees
+	// (3,000 dead commits took 0.39 s beside 1,000 branches, 0.16 s
+	// beside 10).
 	`
 UPDATE workspaces SET branch='HEAD' WHERE branch='';
+CREATE INDEX IF NOT EXISTS refs_commit ON refs(commit_id);
+CREATE INDEX IF NOT EXISTS workspaces_commit ON workspaces(commit_id);
+CREATE INDEX IF NOT EXISTS worktrees_base ON worktrees(base);
 `,
 }
 
