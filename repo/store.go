@@ -17,25 +17,23 @@ import (
 // objCache keeps decoded trees and recently read chunks, bounded in bytes,
 // so the overlay's lower layer does not hit SQLite for every lookup.
 type objCache struct {
-	mu        sync.Mutex
-	trees     map[objects.ID]*objects.Tree
-	treeBytes int // the cached trees' estimated memory (treeCost)
-	chunks    *lru
+	mu     sync.Mutex
+	trees  *lru[*objects.Tree]
+	chunks *lru[[]byte]
 }
 
 func (c *objCache) init() {
-	c.trees = make(map[objects.ID]*objects.Tree)
-	c.treeBytes = 0
-	c.chunks = newLRU(64 << 20)
+	c.trees = newLRU[*objects.Tree](maxCachedTreeBytes, maxCachedTreeBytes)
+	c.chunks = newLRU[[]byte](64<<20, 64<<20/8)
 }
 
-// The decoded-tree cache is emptied when it reaches either bound. Counting
-// trees alone let it hold 200,000 versions of a 100k-entry directory: art
-// log of 100 sessions in one took 3 GB, computing each commit's changes.
-const (
-	maxCachedTrees     = 200000
-	maxCachedTreeBytes = 64 << 20
-)
+// maxCachedTreeBytes bounds the decoded trees kept, least recently used
+// first out. Bounded by count (200,000 trees) it held that many versions
+// of a 100k-entry directory: art log of 100 sessions in one took 3 GB,
+// computing each commit's changes. Emptied whole when full, it made a
+// mount that went between two 200k-entry directories decode each again
+// on every lookup.
+const maxCachedTreeBytes = 128 << 20
 
 // treeCost estimates the memory a decoded tree takes: an Entry struct per
 // entry plus its encoding's bytes (names, targets, xattrs).
@@ -68,7 +66,7 @@ func (r *Repo) LoadChunk(id objects.ID) ([]byte, error) {
 		return nil, fmt.Errorf("chunk %s: %w: content does not match its id", id, objects.ErrCorrupt)
 	}
 	r.mu.Lock()
-	r.chunks.add(id, raw)
+	r.chunks.add(id, raw, len(raw))
 	r.mu.Unlock()
 	return raw, nil
 }
@@ -117,7 +115,7 @@ func (tx *Tx) LoadTree(id objects.ID) (*objects.Tree, error) { return tx.r.loadT
 
 func (r *Repo) loadTree(q querier, id objects.ID, cache bool) (*objects.Tree, error) {
 	r.mu.Lock()
-	if t, ok := r.trees[id]; ok {
+	if t, ok := r.trees.get(id); ok {
 		r.mu.Unlock()
 		return t, nil
 	}
@@ -147,13 +145,7 @@ func (r *Repo) loadTree(q querier, id objects.ID, cache bool) (*objects.Tree, er
 	}
 	if cache {
 		r.mu.Lock()
-		cost := treeCost(t, size)
-		if len(r.trees) >= maxCachedTrees || r.treeBytes+cost > maxCachedTreeBytes {
-			clear(r.trees)
-			r.treeBytes = 0
-		}
-		r.trees[id] = t
-		r.treeBytes += cost
+		r.trees.add(id, t, treeCost(t, size))
 		r.mu.Unlock()
 	}
 	return t, nil
@@ -480,57 +472,63 @@ func (tx *Tx) PutCommit(c *objects.Commit) (objects.ID, error) {
 // EmptyTree stores and returns the id of the empty directory.
 func (tx *Tx) EmptyTree() (objects.ID, error) { return tx.PutTree(&objects.Tree{}) }
 
-// lru is a byte-bounded least-recently-used cache of chunk contents.
-type lru struct {
+// lru is a least-recently-used cache bounded in bytes: chunk contents,
+// and decoded trees (by their estimated memory, treeCost).
+type lru[V any] struct {
 	max, used int
-	m         map[objects.ID]*lruItem
-	head      lruItem // sentinel: head.next is the most recent
+	maxItem   int // larger items are not cached
+	m         map[objects.ID]*lruItem[V]
+	head      lruItem[V] // sentinel: head.next is the most recent
 }
 
-type lruItem struct {
+type lruItem[V any] struct {
 	id         objects.ID
-	data       []byte
-	prev, next *lruItem
+	v          V
+	cost       int
+	prev, next *lruItem[V]
 }
 
-func newLRU(max int) *lru {
-	l := &lru{max: max, m: make(map[objects.ID]*lruItem)}
+func newLRU[V any](max, maxItem int) *lru[V] {
+	l := &lru[V]{max: max, maxItem: maxItem, m: make(map[objects.ID]*lruItem[V])}
 	l.head.next, l.head.prev = &l.head, &l.head
 	return l
 }
 
-func (l *lru) unlink(it *lruItem) { it.prev.next, it.next.prev = it.next, it.prev }
-func (l *lru) front(it *lruItem) {
+func (l *lru[V]) unlink(it *lruItem[V]) { it.prev.next, it.next.prev = it.next, it.prev }
+func (l *lru[V]) front(it *lruItem[V]) {
 	it.next, it.prev = l.head.next, &l.head
 	l.head.next.prev = it
 	l.head.next = it
 }
 
-func (l *lru) get(id objects.ID) ([]byte, bool) {
+func (l *lru[V]) get(id objects.ID) (V, bool) {
 	it, ok := l.m[id]
 	if !ok {
-		return nil, false
+		var zero V
+		return zero, false
 	}
 	l.unlink(it)
 	l.front(it)
-	return it.data, true
+	return it.v, true
 }
 
-func (l *lru) add(id objects.ID, data []byte) {
-	if len(data) > l.max/8 {
+func (l *lru[V]) add(id objects.ID, v V, cost int) {
+	if cost > l.maxItem {
 		return
 	}
 	if _, ok := l.m[id]; ok {
 		return
 	}
-	it := &lruItem{id: id, data: data}
+	it := &lruItem[V]{id: id, v: v, cost: cost}
 	l.m[id] = it
 	l.front(it)
-	l.used += len(data)
+	l.used += cost
 	for l.used > l.max {
 		last := l.head.prev
 		l.unlink(last)
 		delete(l.m, last.id)
-		l.used -= len(last.data)
+		l.used -= last.cost
 	}
 }
+
+func (l *lru[V]) len() int { return len(l.m) }

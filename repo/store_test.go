@@ -109,18 +109,22 @@ func TestPutFileZeroRun(t *testing.T) {
 
 // The decoded-tree cache is bounded in memory, not only in trees: many
 // versions of a wide directory (art log computing each session's changes
-// in a 100k-file directory) filled it with gigabytes.
+// in a 100k-file directory) filled it with gigabytes. The least recently
+// used go first: emptied whole when full, it made a mount that went
+// between two large directories decode each again on every lookup.
 func TestTreeCacheBoundedInBytes(t *testing.T) {
 	r := newTestRepo(t)
 	tx, err := r.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	const width, versions = 20000, 60
+	const width = 20000
 	entries := make([]objects.Entry, width)
 	for i := range entries {
 		entries[i] = objects.Entry{Name: fmt.Sprintf("file-%06d.go", i), Type: objects.TypeFile, Mode: 0o644, ID: objects.Hash([]byte{byte(i)}), Size: 1}
 	}
+	one := treeCost(&objects.Tree{Entries: entries}, 0)
+	versions := 2*maxCachedTreeBytes/one + 1
 	var ids []objects.ID
 	for v := 0; v < versions; v++ {
 		entries[0].MTime = int64(v) // one changed file per version
@@ -134,18 +138,28 @@ func TestTreeCacheBoundedInBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = reopen(t, r)
-	for _, id := range ids {
+	cached := func(id objects.ID) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_, ok := r.trees.m[id]
+		return ok
+	}
+	for i, id := range ids {
 		if tr, err := r.LoadTree(id); err != nil || len(tr.Entries) != width {
 			t.Fatalf("LoadTree: %v", err)
 		}
+		// The first tree, used again and again, stays.
+		if _, err := r.LoadTree(ids[0]); err != nil {
+			t.Fatal(err)
+		}
 		r.mu.Lock()
-		used, n := r.treeBytes, len(r.trees)
+		used, n := r.trees.used, r.trees.len()
 		r.mu.Unlock()
-		if used > maxCachedTreeBytes || n >= versions {
+		if used > maxCachedTreeBytes || n > i+1 {
 			t.Fatalf("tree cache holds %d trees, %d bytes (bound %d)", n, used, maxCachedTreeBytes)
 		}
 	}
-	if one := treeCost(&objects.Tree{Entries: entries}, 0); one*versions <= maxCachedTreeBytes {
-		t.Fatalf("the test's trees (%d bytes each) do not exceed the bound together", one)
+	if !cached(ids[0]) || !cached(ids[len(ids)-1]) || cached(ids[1]) {
+		t.Errorf("cached: first (used throughout) %v, last %v, second %v; want true, true, false", cached(ids[0]), cached(ids[len(ids)-1]), cached(ids[1]))
 	}
 }
