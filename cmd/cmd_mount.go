@@ -287,7 +287,9 @@ interrupted worktree, --worktree is optional; 'art status' lists them.
 With -b, the commit goes on a new branch started at the worktree's base
 commit: the way to keep the work when its branch moved meanwhile. A
 worktree that holds no changes is removed (and the command says so, with
-a non-zero exit). Until then, art push refuses the worktree's branch.`,
+a non-zero exit). Until then, art push refuses the worktree's branch. If
+the worktree cannot be recorded (a damaged chunk, no room), 'art run' or
+'art mount' on its branch continues it, to remove what is in the way.`,
 		Example: `  art status
   art commit --worktree 3 -M "recovered session"
   art commit --worktree 3 -b rescued`,

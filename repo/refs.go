@@ -15,7 +15,7 @@ var (
 	ErrNoBranch      = errors.New("no such branch")
 	ErrBadBranchName = errors.New("invalid branch name")
 	ErrCurrentBranch = errors.New("cannot delete the current branch")
-	ErrBranchInUse   = errors.New("branch has a live session")
+	ErrBranchInUse   = errors.New("branch in use")
 	ErrNoCommits     = errors.New("no commits yet")
 )
 

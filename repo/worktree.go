@@ -244,7 +244,7 @@ func (tx *Tx) checkNoLiveWorktree(branch string) error {
 			return fmt.Errorf("%w: branch %s is in use by worktree #%d (pid %d), whose commit at its end would find the branch moved; push to another branch with -b NAME, or after the session ends", ErrBranchInUse, branch, w.ID, w.Pid)
 		}
 		if w.State == StateInterrupted {
-			return fmt.Errorf("%w: branch %s holds interrupted worktree #%d (an art %s that ended without recording its changes), which a push would leave behind; record it first with 'art commit --worktree %d', or push to another branch with -b NAME", ErrBranchInUse, branch, w.ID, w.Kind, w.ID)
+			return fmt.Errorf("%w: branch %s holds interrupted worktree #%d (an art %s that ended without recording its changes), which a push would leave behind; record it first with 'art commit --worktree %d' (should that fail, 'art run' or 'art mount' on %s continues the worktree, to remove what is in the way), or push to another branch with -b NAME", ErrBranchInUse, branch, w.ID, w.Kind, w.ID, branch)
 		}
 	}
 	return nil

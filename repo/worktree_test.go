@@ -265,7 +265,7 @@ func TestPushRefusedByTheBranchsWorktree(t *testing.T) {
 		want    string
 	}{
 		{"live mount", "mount", false, "is in use by worktree #"},
-		{"interrupted mount", "mount", true, "holds interrupted worktree #1 (an art mount that ended without recording its changes), which a push would leave behind; record it first with 'art commit --worktree 1', or push to another branch with -b NAME"},
+		{"interrupted mount", "mount", true, "holds interrupted worktree #1 (an art mount that ended without recording its changes), which a push would leave behind; record it first with 'art commit --worktree 1' (should that fail, 'art run' or 'art mount' on main continues the worktree, to remove what is in the way), or push to another branch with -b NAME"},
 		{"read-only view", KindView, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
