@@ -2,6 +2,7 @@ package repo
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,32 +10,23 @@ import (
 )
 
 // migrateWorkspaces is the Go part of schema 3 → 4 (the SQL part re-marks
-// old rows' branches).
-//
-// Builds before kept a workspace pushed through a symbolic link under the
-// link's path; push, pull and status now look it up under its real path
-// (when the link leads to a directory of the same name, as they do). Such
-// a row is moved to the real path, with its sync state and unfinished-pull
-// marker, or dropped when a row of the real path synced later: left
-// behind, the workspace looked never synced, and its next push recorded
-// the host as it was, undoing the sessions since.
-//
-// It also makes the repository private, as art init makes it.
+// old rows' branches): it moves the record of each workspace an older
+// build kept under a link's path to its real path (relinkWorkspace), and
+// makes the repository private, as art init now makes it. A link that
+// does not resolve now (a disk not mounted) is moved later, by the first
+// push or status that names the workspace through it.
 func migrateWorkspaces(tx *sql.Tx, path string) error {
-	rows, err := tx.Query(`SELECT path, synced_at FROM workspaces`)
+	rows, err := tx.Query(`SELECT path FROM workspaces`)
 	if err != nil {
 		return fmt.Errorf("read the workspaces: %w", err)
 	}
-	syncedAt := map[string]int64{}
 	var paths []string
 	for rows.Next() {
 		var p string
-		var at int64
-		if err := rows.Scan(&p, &at); err != nil {
+		if err := rows.Scan(&p); err != nil {
 			rows.Close()
 			return fmt.Errorf("read the workspaces: %w", err)
 		}
-		syncedAt[p] = at
 		paths = append(paths, p)
 	}
 	rows.Close()
@@ -42,50 +34,94 @@ func migrateWorkspaces(tx *sql.Tx, path string) error {
 		return fmt.Errorf("read the workspaces: %w", err)
 	}
 	sort.Strings(paths)
-	exec := func(q string, args ...any) error {
-		_, err := tx.Exec(q, args...)
-		return err
-	}
-	drop := func(p string) error {
-		if err := exec(`DELETE FROM synced_dirs WHERE workspace=?`, p); err != nil {
-			return err
-		}
-		if err := exec(`DELETE FROM meta WHERE key=?`, pullingKey(p)); err != nil {
-			return err
-		}
-		return exec(`DELETE FROM workspaces WHERE path=?`, p)
-	}
 	for _, p := range paths {
 		real, err := filepath.EvalSymlinks(p)
 		if err != nil || real == p || filepath.Base(real) != filepath.Base(p) {
 			continue // gone, not through a link, or another workspace (push keys it so too)
 		}
-		if at, ok := syncedAt[real]; ok {
-			if at >= syncedAt[p] {
-				if err := drop(p); err != nil {
-					return fmt.Errorf("drop the record of %s (now %s): %w", p, real, err)
-				}
-				delete(syncedAt, p)
-				continue
-			}
-			if err := drop(real); err != nil {
-				return fmt.Errorf("drop the older record of %s: %w", real, err)
-			}
+		if err := relinkWorkspace(tx, p, real); err != nil {
+			return err
 		}
-		for _, m := range []struct{ q, to, from string }{
-			{`UPDATE workspaces SET path=? WHERE path=?`, real, p},
-			{`UPDATE synced_dirs SET workspace=? WHERE workspace=?`, real, p},
-			{`UPDATE OR REPLACE meta SET key=? WHERE key=?`, pullingKey(real), pullingKey(p)},
-		} {
-			if err := exec(m.q, m.to, m.from); err != nil {
-				return fmt.Errorf("move the record of %s to %s: %w", p, real, err)
-			}
-		}
-		syncedAt[real] = syncedAt[p]
-		delete(syncedAt, p)
 	}
 	makePrivate(path)
 	return nil
+}
+
+// execQuerier is what relinkWorkspace needs: a transaction.
+type execQuerier interface {
+	querier
+	Exec(query string, args ...any) (sql.Result, error)
+}
+
+// relinkWorkspace moves the record of a workspace kept under link (the
+// path it was pushed through, by builds before schema 4) to real, its
+// real path, where push, pull and status look it up; left behind, the
+// workspace looked never synced, and its next push recorded the host as
+// it was, undoing the sessions since. When real has a record of its own,
+// the one synced later stays. The sync state goes with the record, and
+// so does the link's unfinished-pull marker unless the real path has one
+// (a marker is about the directory: the real path's stays). Nothing is
+// done when link has no record.
+func relinkWorkspace(tx execQuerier, link, real string) error {
+	syncedAt := func(p string) (int64, bool, error) {
+		var at int64
+		err := tx.QueryRow(`SELECT synced_at FROM workspaces WHERE path=?`, p).Scan(&at)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, false, nil
+		}
+		return at, err == nil, err
+	}
+	linkAt, ok, err := syncedAt(link)
+	if err != nil || !ok {
+		return err
+	}
+	realAt, realOK, err := syncedAt(real)
+	if err != nil {
+		return err
+	}
+	var err2 error
+	exec := func(q string, args ...any) {
+		if err2 == nil {
+			_, err2 = tx.Exec(q, args...)
+		}
+	}
+	if realOK && realAt >= linkAt {
+		exec(`DELETE FROM synced_dirs WHERE workspace=?`, link)
+		exec(`DELETE FROM workspaces WHERE path=?`, link)
+	} else {
+		exec(`DELETE FROM synced_dirs WHERE workspace=?`, real) // rows of no record, or of the older one
+		exec(`DELETE FROM workspaces WHERE path=?`, real)
+		exec(`UPDATE workspaces SET path=? WHERE path=?`, real, link)
+		exec(`UPDATE synced_dirs SET workspace=? WHERE workspace=?`, real, link)
+		exec(`UPDATE OR IGNORE meta SET key=? WHERE key=?`, pullingKey(real), pullingKey(link))
+	}
+	exec(`DELETE FROM meta WHERE key=?`, pullingKey(link))
+	if err2 != nil {
+		return fmt.Errorf("move the record of workspace %s to %s: %w", link, real, err2)
+	}
+	return nil
+}
+
+// relinkWorkspace is the transaction for relinkWorkspace at run time, when
+// a command names a workspace through a link (abs, before resolving) whose
+// record an older build kept there. Cheap when there is none.
+func (r *Repo) relinkWorkspace(abs, real string) error {
+	if abs == real {
+		return nil
+	}
+	var n int
+	if err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, abs).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	tx, err := r.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := relinkWorkspace(tx, abs, real); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // makePrivate takes group and other access away from the repository file,
@@ -96,7 +132,7 @@ func migrateWorkspaces(tx *sql.Tx, path string) error {
 // the repository works as before.
 func makePrivate(path string) {
 	paths := []string{path, path + "-wal", path + "-shm"}
-	if dir := filepath.Dir(path); filepath.Base(dir) == DirName {
+	if dir := filepath.Dir(path); filepath.Base(dir) == DirName && filepath.Base(path) == FileName {
 		paths = append(paths, dir) // a directory of the user's own (-d) is theirs to set
 	}
 	for _, p := range paths {

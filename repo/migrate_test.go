@@ -69,11 +69,12 @@ func TestMigrateOldPullMerges(t *testing.T) {
 func TestMigrateWorkspaceThroughLink(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		realRow   int64 // synced_at of a row of the real path; 0: none
+		realRow   int64 // synced_at of a row of the real path; 0: none; -1: sync rows only
 		wantFiles int   // sync-state entries left under the real path
 		wantMark  bool  // the link's unfinished-pull marker moved
 	}{
 		{"moved", 0, 2, true},
+		{"moved over the real path's sync rows of no record", -1, 2, true},
 		{"the real path's newer row wins", 1 << 62, 1, false},
 		{"an older row of the real path gives way", 1, 2, true},
 	} {
@@ -91,7 +92,9 @@ func TestMigrateWorkspaceThroughLink(t *testing.T) {
 				fmt.Sprintf(`UPDATE synced_dirs SET workspace='%s' WHERE workspace='%s'`, link, real),
 				fmt.Sprintf(`INSERT INTO meta(key, value) VALUES('%s', '%s')`, pullingKey(link), v1),
 			}
-			if tc.realRow != 0 {
+			if tc.realRow == -1 { // rows with no workspaces row: the move must not collide with them
+				stmts = append(stmts, fmt.Sprintf(`INSERT INTO synced_dirs(workspace, dir, data) VALUES('%s', '', x'%x')`, real, syncRows(map[string]*syncedEntry{"z": {typ: objects.TypeSymlink, target: "x"}})[""]))
+			} else if tc.realRow != 0 {
 				stmts = append(stmts,
 					fmt.Sprintf(`INSERT INTO workspaces(path, name, commit_id, branch, synced_at) VALUES('%s', 'ws', x'%x', 'main', %d)`, real, v1[:], tc.realRow),
 					fmt.Sprintf(`INSERT INTO synced_dirs(workspace, dir, data) VALUES('%s', '', x'%x')`, real, syncRows(map[string]*syncedEntry{"z": {typ: objects.TypeSymlink, target: "x"}})[""]))
@@ -250,5 +253,85 @@ func TestSyncRowWithoutItsTreeID(t *testing.T) {
 				t.Fatalf("decoded %v tree %s, %v; want %v tree %s", got, id.Short(), err, entries, tc.wantTree.Short())
 			}
 		})
+	}
+}
+
+// A link that did not resolve when the repository was migrated (a disk
+// not mounted yet) left its workspace's record under the link's path for
+// good: the migration runs once. The first push or status that names the
+// workspace through the link moves it then.
+func TestRelinkWorkspaceAfterTheMigration(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		use  func(t *testing.T, r *Repo, link, real string) error
+	}{
+		{"status", func(t *testing.T, r *Repo, link, real string) error { _, err := r.HostDrift(link); return err }},
+		{"push", func(t *testing.T, r *Repo, link, real string) error {
+			agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"b": "agent\n"}) })
+			writeFiles(t, real, map[string]string{"a": "host\n"})
+			res, err := r.Push(context.Background(), PushOptions{Dir: link})
+			if err == nil && res.Merged == 0 {
+				err = fmt.Errorf("push did not merge the session (it took the workspace for never synced): %+v", res)
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			root := t.TempDir()
+			real := filepath.Join(root, "real", "ws")
+			os.MkdirAll(real, 0o755)
+			os.Symlink(filepath.Join(root, "real"), filepath.Join(root, "link"))
+			link := filepath.Join(root, "link", "ws")
+			writeFiles(t, real, map[string]string{"a": "a\n", "b": "b\n"})
+			push(t, r, real, "v1")
+			// Unreachable at the upgrade.
+			os.Rename(filepath.Join(root, "real"), filepath.Join(root, "away"))
+			r = toSchema3(t, r,
+				fmt.Sprintf(`UPDATE workspaces SET path='%s' WHERE path='%s'`, link, real),
+				fmt.Sprintf(`UPDATE synced_dirs SET workspace='%s' WHERE workspace='%s'`, link, real))
+			os.Rename(filepath.Join(root, "away"), filepath.Join(root, "real"))
+			var n int
+			r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, link).Scan(&n)
+			if n != 1 {
+				t.Fatalf("the migration moved the record of an unreachable link (or lost it): %d rows", n)
+			}
+			if err := tc.use(t, r, link, real); err != nil {
+				t.Fatalf("%s through the link: %v", tc.name, err)
+			}
+			if !r.KnownWorkspace(real) {
+				t.Fatalf("after %s through the link, the real path has no record", tc.name)
+			}
+			if m, err := r.loadSynced(real); err != nil || len(m) < 2 {
+				t.Fatalf("after %s, the real path's sync state has %d entries, %v", tc.name, len(m), err)
+			}
+		})
+	}
+}
+
+// Two commands opening an old repository at once: the second migrates
+// nothing (it read the version before the first's migration committed,
+// and failed on "duplicate column").
+func TestMigrateTwiceAtOnce(t *testing.T) {
+	r := newTestRepo(t)
+	path := r.Path
+	r.DB.Exec(`ALTER TABLE upper_inodes DROP COLUMN uid`)
+	r.DB.Exec(`ALTER TABLE upper_inodes DROP COLUMN gid`)
+	r.DB.Exec(`UPDATE meta SET value='2' WHERE key='schema_version'`)
+	r.Close()
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			r, err := Open(path)
+			if err == nil {
+				r.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Errorf("open beside another migrating: %v", err)
+		}
 	}
 }

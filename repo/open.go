@@ -437,6 +437,21 @@ func (r *Repo) applyMigrations(from int) error {
 		return err
 	}
 	defer tx.Rollback()
+	if from > 0 {
+		// Read again under the write lock: another command may have
+		// migrated the repository since (two at once both migrated, and
+		// the second failed on "duplicate column").
+		var v string
+		if err := tx.QueryRow(`SELECT value FROM meta WHERE key='schema_version'`).Scan(&v); err != nil {
+			return fmt.Errorf("read the schema version: %w", err)
+		}
+		if now, err := strconv.Atoi(v); err == nil && now > from {
+			if now >= SchemaVersion {
+				return nil
+			}
+			from = now
+		}
+	}
 	for v := from; v < SchemaVersion; v++ {
 		for _, stmt := range splitSQL(migrations[v]) {
 			if _, err := tx.Exec(stmt); err != nil {

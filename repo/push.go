@@ -230,7 +230,11 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if real, err := filepath.EvalSymlinks(dir); err != nil {
 		return nil, fmt.Errorf("push %s: %w", o.Dir, err)
 	} else if filepath.Base(real) == name {
-		dir = real // (a link to a directory of another name is another workspace)
+		// (a link to a directory of another name is another workspace)
+		if err := r.relinkWorkspace(dir, real); err != nil {
+			return nil, fmt.Errorf("push %s: %w", o.Dir, err)
+		}
+		dir = real
 	}
 	if id, ok, err := r.UnfinishedPull(dir); errors.Is(err, ErrPullMarkDamaged) {
 		if o.Warn != nil {

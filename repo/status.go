@@ -25,7 +25,8 @@ func (d *Drift) Clean() bool { return len(d.Added)+len(d.Modified)+len(d.Deleted
 // directory abs.
 func (r *Repo) KnownWorkspace(abs string) bool {
 	if real, err := filepath.EvalSymlinks(abs); err == nil && filepath.Base(real) == filepath.Base(abs) {
-		abs = real // recorded under its real path (push, pull)
+		r.relinkWorkspace(abs, real) // an older build's record (a failure: the lookup says never synced)
+		abs = real                   // recorded under its real path (push, pull)
 	}
 	var n int
 	err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, abs).Scan(&n)
@@ -41,6 +42,9 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 	}
 	name, nameErr := WorkspaceName(abs)
 	if real, err := filepath.EvalSymlinks(abs); err == nil && filepath.Base(real) == filepath.Base(abs) {
+		if err := r.relinkWorkspace(abs, real); err != nil {
+			return nil, err
+		}
 		abs = real // recorded under its real path (push, pull)
 	}
 	d := &Drift{}
