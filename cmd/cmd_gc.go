@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -27,12 +28,16 @@ func newGCCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.stdout, "removed %d commits, %d trees, %d files, %d chunks; %s freed\n",
 				res.Commits, res.Trees, res.Files, res.Chunks, humanBytes(res.BytesFreed))
-			if res.CompactErr != nil {
+			if errors.Is(res.CompactErr, repo.ErrReaderHolds) {
+				fmt.Fprintf(g.stderr, "art: the repository file was not compacted: %s\n", res.CompactErr)
+			} else if res.CompactErr != nil {
 				// The objects are gone all the same; SQLite reuses their
 				// pages for what comes next.
 				fmt.Fprintf(g.stderr, "art: warning: the repository file was not compacted: %s (it needs free space, and room in the temporary directory, about its own size; the freed room is reused for new data meanwhile)\n", repo.EscapeControls(res.CompactErr.Error()))
 			} else if res.FileBefore > 0 {
 				fmt.Fprintf(g.stdout, "compacted the repository file: %s → %s\n", humanBytes(res.FileBefore), humanBytes(res.FileAfter))
+			} else if res.BytesFreed > 0 {
+				fmt.Fprintln(g.stdout, "(the freed room is reused for new data; the file is compacted once a fifth of it is free)")
 			}
 			return nil
 		},

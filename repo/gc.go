@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/artproject/art/objects"
 )
@@ -220,11 +221,33 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 	r.mu.Lock()
 	r.objCache.init()
 	r.mu.Unlock()
-	if err := r.ShrinkWAL(); err != nil {
-		return res, nil
-	}
 	res.FileBefore, res.FileAfter, res.CompactErr = r.compact()
 	return res, nil
+}
+
+// ErrReaderHolds is compact's error when another connection reads the
+// repository: its snapshot keeps the write-ahead log, and the file
+// shrinks once it ends.
+var ErrReaderHolds = errors.New("another command is reading the repository (art log in a pager, say); the file shrinks once it ends")
+
+// truncateWAL checkpoints the write-ahead log into the file and truncates
+// it, waiting at most wait for readers (busy_timeout would wait 30 s);
+// ErrReaderHolds when one still holds it. SQLite reports that as a result
+// row, not an error.
+func (r *Repo) truncateWAL(conn *sql.Conn, wait time.Duration) error {
+	ctx := context.Background()
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout=%d`, wait.Milliseconds())); err != nil {
+		return err
+	}
+	defer conn.ExecContext(ctx, `PRAGMA busy_timeout=30000`)
+	var busy, logged, done int
+	if err := conn.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &done); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", r.Path, err)
+	}
+	if busy != 0 {
+		return ErrReaderHolds
+	}
+	return nil
 }
 
 // compactShare: the file is compacted once this share of its pages is
@@ -259,14 +282,21 @@ func (r *Repo) compact() (before, after int64, err error) {
 		return 0, 0, err
 	}
 	defer conn.Close()
+	// A reader's snapshot would keep the old pages in the log, and the
+	// file its size: then there is nothing to gain now.
+	if err := r.truncateWAL(conn, 2*time.Second); err != nil {
+		return 0, 0, err
+	}
 	if _, err := conn.ExecContext(ctx, `PRAGMA temp_store=FILE`); err != nil {
 		return 0, 0, err
 	}
 	_, err = conn.ExecContext(ctx, `VACUUM`)
 	conn.ExecContext(ctx, `PRAGMA temp_store=MEMORY`)
-	conn.Close()
-	if serr := r.ShrinkWAL(); err == nil {
-		err = serr
+	if terr := r.truncateWAL(conn, 2*time.Second); err == nil {
+		err = terr
+	}
+	if errors.Is(err, ErrReaderHolds) {
+		return 0, 0, err
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("compact %s: %w", r.Path, err)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/artproject/art/objects"
 )
@@ -481,6 +482,32 @@ func TestGCCompacts(t *testing.T) {
 	if _, err := r.DeleteBranch("main"); err != nil {
 		t.Fatal(err)
 	}
+	// A reader's snapshot keeps the old pages: gc frees, says so, and
+	// leaves the compaction (it waited 30 s twice, then reported one
+	// that had not happened).
+	ctx := context.Background()
+	reader, err := r.DB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.ExecContext(ctx, `BEGIN DEFERRED`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := reader.QueryRowContext(ctx, `SELECT count(*) FROM commits`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	res, err = r.GC(nil)
+	if err != nil || !errors.Is(res.CompactErr, ErrReaderHolds) || res.FileBefore != 0 || res.Commits == 0 {
+		t.Fatalf("gc beside a reader: %+v, %v; want the objects freed and ErrReaderHolds", res, err)
+	}
+	if d := time.Since(begin); d > 15*time.Second {
+		t.Errorf("gc beside a reader took %v", d)
+	}
+	reader.ExecContext(ctx, `ROLLBACK`)
+	reader.Close()
+	// The next gc compacts what is free.
 	res, err = r.GC(nil)
 	if err != nil || res.CompactErr != nil {
 		t.Fatalf("gc: %+v, %v", res, err)
