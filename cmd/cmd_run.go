@@ -627,7 +627,11 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	}
 	if err != nil {
 		// Recorded later (art commit, or the next command): with how
-		// the session ended, not as "interrupted".
+		// the session ended, not as "interrupted", and, traced, saying
+		// the log is gone with this process (it is not in the worktree).
+		if st != nil && sess.TraceLost == "" {
+			sess.TraceLost = "the session's recording failed: " + err.Error()
+		}
 		if js, jerr := json.Marshal(pendingSession{Session: sess, Message: msg}); jerr == nil {
 			r.SetWorktreeSession(wt, string(js))
 		}

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"database/sql"
 	"encoding/json"
 	"net"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/artproject/art/tracer"
 )
@@ -240,5 +242,33 @@ func TestRunTraceBadInput(t *testing.T) {
 	}
 	if res := r.art("trace", "--pid", "1"); res.code != 0 || res.stdout == "" {
 		t.Errorf("art trace --pid 1 (the sandbox's first process): %s", res)
+	}
+}
+
+// A traced session whose recording failed (here: its branch moved under
+// it, as an older art's push could move it) keeps its syscall log only in
+// the art process that ran it; recorded later by art commit, the commit
+// says the session was traced and the log lost, not "not traced".
+func TestTracedSessionRecordedLater(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	r.mustArt("push", "-m", r.ws, "-q", "-b", "other")
+	_, wait := r.start("run", "--trace", "-i=false", "--", "sh", "-c", "echo agent > agent.txt; sleep 2")
+	r.waitLiveFile("agent.txt", "agent\n", 30*time.Second)
+	db, err := sql.Open("sqlite", r.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE refs SET commit_id=(SELECT commit_id FROM refs WHERE name='other') WHERE name='main'`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	res := wait()
+	if res.code != 125 || !strings.Contains(res.stderr, "moved") {
+		t.Fatalf("a session whose branch moved under it: %v", res)
+	}
+	r.mustArt("commit", "-b", "rescued")
+	tr := r.art("trace", "rescued")
+	if tr.code == 0 || !strings.Contains(tr.stderr, "was traced, but its syscall log could not be stored (the session's recording failed: ") {
+		t.Fatalf("art trace of a traced session recorded later: %v", tr)
 	}
 }
