@@ -212,13 +212,26 @@ func (t *ptyIO) sendEOF() {
 	if err != nil {
 		return
 	}
-	_ = rc.Control(func(fd uintptr) {
-		c := byte(4)
-		if tio, err := unix.IoctlGetTermios(int(fd), unix.TCGETS); err == nil && tio.Lflag&unix.ICANON != 0 && tio.Cc[unix.VEOF] != 0 {
-			c = tio.Cc[unix.VEOF]
+	// The pty is non-blocking: a full input queue refuses the byte
+	// (EAGAIN), which is tried again while the command reads (bounded,
+	// 2 s), not inside Control, which would hold close up.
+	for tries := 0; tries < 200; tries++ {
+		var werr error
+		if rc.Control(func(fd uintptr) {
+			c := byte(4)
+			if tio, err := unix.IoctlGetTermios(int(fd), unix.TCGETS); err == nil && tio.Lflag&unix.ICANON != 0 && tio.Cc[unix.VEOF] != 0 {
+				c = tio.Cc[unix.VEOF]
+			}
+			_, werr = unix.Write(int(fd), []byte{c})
+		}) != nil || werr != unix.EAGAIN {
+			return
 		}
-		_, _ = unix.Write(int(fd), []byte{c})
-	})
+		select {
+		case <-t.stop:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // finish drains the pty output after the sandbox is gone and stops input.
