@@ -61,6 +61,19 @@ func TestMigrateOldPullMerges(t *testing.T) {
 	}
 }
 
+// linkedWorkspace makes a repository and a workspace ws of two files at
+// root/real/ws, which root/link/ws names through a link.
+func linkedWorkspace(t *testing.T) (r *Repo, root, real, link string) {
+	r = newTestRepo(t)
+	root = t.TempDir()
+	real = filepath.Join(root, "real", "ws")
+	os.MkdirAll(real, 0o755)
+	os.Symlink(filepath.Join(root, "real"), filepath.Join(root, "link"))
+	link = filepath.Join(root, "link", "ws")
+	writeFiles(t, real, map[string]string{"a": "a\n", "b": "b\n"})
+	return r, root, real, link
+}
+
 // A workspace an old build pushed through a link to a directory of the
 // same name was recorded under the link's path; push, pull and status now
 // use the real path, so it looked never synced and its push undid the
@@ -79,13 +92,7 @@ func TestMigrateWorkspaceThroughLink(t *testing.T) {
 		{"an older row of the real path gives way", 1, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newTestRepo(t)
-			root := t.TempDir()
-			real := filepath.Join(root, "real", "ws")
-			os.MkdirAll(real, 0o755)
-			os.Symlink(filepath.Join(root, "real"), filepath.Join(root, "link"))
-			link := filepath.Join(root, "link", "ws")
-			writeFiles(t, real, map[string]string{"a": "a\n", "b": "b\n"})
+			r, _, real, link := linkedWorkspace(t)
 			v1 := push(t, r, real, "v1").Commit
 			stmts := []string{
 				fmt.Sprintf(`UPDATE workspaces SET path='%s', synced_at=100 WHERE path='%s'`, link, real),
@@ -277,13 +284,7 @@ func TestRelinkWorkspaceAfterTheMigration(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newTestRepo(t)
-			root := t.TempDir()
-			real := filepath.Join(root, "real", "ws")
-			os.MkdirAll(real, 0o755)
-			os.Symlink(filepath.Join(root, "real"), filepath.Join(root, "link"))
-			link := filepath.Join(root, "link", "ws")
-			writeFiles(t, real, map[string]string{"a": "a\n", "b": "b\n"})
+			r, root, real, link := linkedWorkspace(t)
 			push(t, r, real, "v1")
 			// Unreachable at the upgrade.
 			os.Rename(filepath.Join(root, "real"), filepath.Join(root, "away"))
