@@ -93,6 +93,11 @@ func (f pathFilter) descend(dir string) bool {
 // ids are skipped without being read, so the cost follows the change.
 // paths, if given, restrict the result to those paths and what is below.
 func (r *Repo) DiffTrees(a, b objects.ID, paths []string) ([]Change, error) {
+	return r.diffTrees(a, b, paths, r.LoadTree)
+}
+
+// diffTrees is DiffTrees reading trees with load.
+func (r *Repo) diffTrees(a, b objects.ID, paths []string, load func(objects.ID) (*objects.Tree, error)) ([]Change, error) {
 	var f pathFilter
 	for _, p := range paths {
 		p = strings.Trim(p, "/")
@@ -102,7 +107,7 @@ func (r *Repo) DiffTrees(a, b objects.ID, paths []string) ([]Change, error) {
 	}
 	var out []Change
 	var path []byte
-	err := r.diffDir(&path, a, b, f, &out)
+	err := r.diffDir(&path, a, b, f, &out, load)
 	return out, err
 }
 
@@ -112,7 +117,7 @@ func (r *Repo) DiffTrees(a, b objects.ID, paths []string) ([]Change, error) {
 // held by every frame made memory grow with the square of the depth (an
 // agent's chain of 3,000 directories of 250-byte names took art log 1.1
 // GB, a deeper one crashed it).
-func (r *Repo) diffDir(path *[]byte, a, b objects.ID, f pathFilter, out *[]Change) error {
+func (r *Repo) diffDir(path *[]byte, a, b objects.ID, f pathFilter, out *[]Change, load func(objects.ID) (*objects.Tree, error)) error {
 	if a == b || len(f) > 0 && !f.descend(string(*path)) {
 		return nil
 	}
@@ -121,12 +126,12 @@ func (r *Repo) diffDir(path *[]byte, a, b objects.ID, f pathFilter, out *[]Chang
 	empty := &objects.Tree{}
 	ta, tb = empty, empty
 	if !a.IsZero() {
-		if ta, err = r.LoadTree(a); err != nil {
+		if ta, err = load(a); err != nil {
 			return err
 		}
 	}
 	if !b.IsZero() {
-		if tb, err = r.LoadTree(b); err != nil {
+		if tb, err = load(b); err != nil {
 			return err
 		}
 	}
@@ -173,7 +178,7 @@ func (r *Repo) diffDir(path *[]byte, a, b objects.ID, f pathFilter, out *[]Chang
 			}
 			before := len(*out)
 			here := len(*path)
-			if err := r.diffDir(path, sa, sb, f, out); err != nil {
+			if err := r.diffDir(path, sa, sb, f, out, load); err != nil {
 				return err
 			}
 			*path = (*path)[:here] // the entry's own path again
