@@ -23,7 +23,9 @@ type objCache struct {
 }
 
 func (c *objCache) init() {
-	c.trees = newLRU[*objects.Tree](maxCachedTreeBytes, maxCachedTreeBytes)
+	// A tree larger than the bound (a directory of a million entries)
+	// is kept alone rather than read again for every lookup in it.
+	c.trees = newLRU[*objects.Tree](maxCachedTreeBytes, 8*maxCachedTreeBytes)
 	c.chunks = newLRU[[]byte](64<<20, 64<<20/8)
 }
 
@@ -523,7 +525,7 @@ func (l *lru[V]) add(id objects.ID, v V, cost int) {
 	l.m[id] = it
 	l.front(it)
 	l.used += cost
-	for l.used > l.max {
+	for l.used > l.max && l.head.prev != it { // the newest stays, even alone
 		last := l.head.prev
 		l.unlink(last)
 		delete(l.m, last.id)

@@ -162,4 +162,14 @@ func TestTreeCacheBoundedInBytes(t *testing.T) {
 	if !cached(ids[0]) || !cached(ids[len(ids)-1]) || cached(ids[1]) {
 		t.Errorf("cached: first (used throughout) %v, last %v, second %v; want true, true, false", cached(ids[0]), cached(ids[len(ids)-1]), cached(ids[1]))
 	}
+	// A tree larger than the whole bound (a directory of a million
+	// entries) stays, alone, rather than being read for every lookup.
+	huge := objects.Hash([]byte("huge"))
+	r.mu.Lock()
+	r.trees.add(huge, &objects.Tree{}, maxCachedTreeBytes+1)
+	n, used := r.trees.len(), r.trees.used
+	r.mu.Unlock()
+	if !cached(huge) || n != 1 || used != maxCachedTreeBytes+1 {
+		t.Errorf("a tree over the bound: cached %v, %d trees, %d bytes; want it alone", cached(huge), n, used)
+	}
 }
