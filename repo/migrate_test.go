@@ -227,9 +227,10 @@ func equalSynced(a, b map[string]*syncedEntry) bool {
 }
 
 // Builds between the tree ids of subdirectories and that of the row
-// itself wrote "artsdir2" rows with no row tree id: such rows decode (the
-// current build dropped them, and a pull then brought back a file the
-// user had deleted on the host, with no conflict).
+// itself wrote "artsdir2" rows with no row tree id: the migration to
+// schema 4 gives them a zero one (the current build dropped them as
+// damaged, and a pull then brought back a file the user had deleted on
+// the host, with no conflict).
 func TestSyncRowWithoutItsTreeID(t *testing.T) {
 	entries := map[string]*syncedEntry{
 		"a.txt": {typ: objects.TypeFile, mode: 0o644, id: objects.Hash([]byte("a")), size: 1, mtime: 5, ctime: 6, ino: 7},
@@ -251,13 +252,24 @@ func TestSyncRowWithoutItsTreeID(t *testing.T) {
 		wantTree objects.ID
 	}{
 		{"without the tree id", old, objects.Zero},
+		{"an empty directory's, without the tree id", []byte(syncDirMagic), objects.Zero},
 		{"with the tree id", cur, tree},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			want := entries
+			if len(tc.row) == len(syncDirMagic) {
+				want = map[string]*syncedEntry{}
+			}
+			r = toSchema3(t, r, fmt.Sprintf(`INSERT INTO synced_dirs(workspace, dir, data) VALUES('/ws', 'd', x'%x')`, packSyncRow(tc.row)))
+			var data []byte
+			if err := r.DB.QueryRow(`SELECT data FROM synced_dirs WHERE workspace='/ws' AND dir='d'`).Scan(&data); err != nil {
+				t.Fatal(err)
+			}
 			got := map[string]*syncedEntry{}
-			id, err := decodeSyncRow("", tc.row, func(n string, e *syncedEntry) { c := *e; got[n] = &c })
-			if err != nil || id != tc.wantTree || !equalSynced(got, entries) {
-				t.Fatalf("decoded %v tree %s, %v; want %v tree %s", got, id.Short(), err, entries, tc.wantTree.Short())
+			id, err := decodeSyncRow("d", data, func(n string, e *syncedEntry) { c := *e; got[n] = &c })
+			if err != nil || id != tc.wantTree || !equalSynced(got, want) {
+				t.Fatalf("after the migration: %v tree %s, %v; want %v tree %s", got, id.Short(), err, want, tc.wantTree.Short())
 			}
 		})
 	}

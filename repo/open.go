@@ -129,7 +129,12 @@ CREATE INDEX IF NOT EXISTS worktrees_base ON worktrees(base);
 // in the same transaction; path is the repository file's.
 var afterMigration = map[int]func(tx *sql.Tx, path string) error{
 	1: func(tx *sql.Tx, _ string) error { return migrateSyncedBlobs(tx) },
-	3: migrateWorkspaces,
+	3: func(tx *sql.Tx, path string) error {
+		if err := migrateSyncRowsWithoutTreeID(tx); err != nil {
+			return err
+		}
+		return migrateWorkspaces(tx, path)
+	},
 }
 
 func dsn(path string, readOnly bool) string {

@@ -146,17 +146,11 @@ func decodeSyncRow(dir string, b []byte, fn func(name string, e *syncedEntry)) (
 	switch {
 	case bytes.HasPrefix(b, []byte(syncDirMagic)):
 		rest := b[len(syncDirMagic):]
-		entries = rest
-		if len(rest) >= objects.IDSize {
-			entries = rest[objects.IDSize:]
+		if len(rest) < objects.IDSize {
+			return objects.Zero, fmt.Errorf("sync state of %q: %w: cut short", dir, objects.ErrCorrupt)
 		}
-		if eachSyncEntry(entries, true, nil) != nil && eachSyncEntry(rest, true, nil) == nil {
-			// Builds d2916fe to 9f2c146 wrote "artsdir2" rows without
-			// the tree id, which came later under the same magic.
-			entries = rest
-		} else if len(rest) >= objects.IDSize {
-			copy(tree[:], rest)
-		}
+		copy(tree[:], rest)
+		entries = rest[objects.IDSize:]
 	case bytes.HasPrefix(b, []byte(syncDirMagicV1)):
 		entries = b[len(syncDirMagicV1):]
 		v2 = false
@@ -486,4 +480,53 @@ func migrateSyncedRows(tx *sql.Tx) error {
 	}
 	_, err = tx.Exec(`DROP TABLE synced`)
 	return err
+}
+
+// migrateSyncRowsWithoutTreeID rewrites the "artsdir2" rows of builds
+// d2916fe to 9f2c146, which lacked the row's tree id that later builds put
+// after the same magic (the current build dropped them as damaged, and a
+// pull then brought back a file the user had deleted on the host). They
+// get a zero tree id (no tree vouched for), so that a row decodes one way
+// only. A row that decodes neither way is left: it counts as never synced.
+func migrateSyncRowsWithoutTreeID(tx *sql.Tx) error {
+	rows, err := tx.Query(`SELECT workspace, dir, data FROM synced_dirs`)
+	if err != nil {
+		return fmt.Errorf("read the sync state: %w", err)
+	}
+	type fix struct {
+		ws, dir string
+		data    []byte
+	}
+	var fixes []fix
+	for rows.Next() {
+		var ws, dir string
+		var data []byte
+		if err := rows.Scan(&ws, &dir, &data); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the sync state: %w", err)
+		}
+		raw, err := unpackSyncRow(data)
+		if err != nil || !bytes.HasPrefix(raw, []byte(syncDirMagic)) {
+			continue
+		}
+		rest := raw[len(syncDirMagic):]
+		if len(rest) >= objects.IDSize && eachSyncEntry(rest[objects.IDSize:], true, nil) == nil {
+			continue // the current layout
+		}
+		if eachSyncEntry(rest, true, nil) != nil {
+			continue // damaged either way
+		}
+		fixed := append(appendSyncRowHeader(make([]byte, 0, len(raw)+objects.IDSize), objects.Zero), rest...)
+		fixes = append(fixes, fix{ws, dir, packSyncRow(fixed)})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the sync state: %w", err)
+	}
+	for _, f := range fixes {
+		if _, err := tx.Exec(`UPDATE synced_dirs SET data=? WHERE workspace=? AND dir=?`, f.data, f.ws, f.dir); err != nil {
+			return fmt.Errorf("rewrite the sync state of %s: %w", f.ws, err)
+		}
+	}
+	return nil
 }
