@@ -153,11 +153,7 @@ the agent's home the same way.`,
 			}
 			id, err := ofs.Commit(overlay.CommitOptions{Message: "mount session", Session: &objects.Session{Mode: "mount", Version: repo.Version, Start: wt.Created, End: time.Now().UnixNano()}})
 			if errors.Is(err, overlay.ErrNothingToCommit) {
-				tx, terr := r.Begin()
-				if terr == nil {
-					tx.DeleteWorktree(wt)
-					tx.Commit()
-				}
+				overlay.Discard(r, wt)
 				fmt.Fprintln(g.stderr, "art: nothing changed; no commit recorded")
 				return nil
 			}
@@ -381,20 +377,10 @@ func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg, branch str
 	id, err := ofs.Commit(overlay.CommitOptions{Message: msg, Session: sess, AllowEmpty: allowEmpty, Branch: branch})
 	if errors.Is(err, overlay.ErrNothingToCommit) {
 		// Its journal replayed and nothing in it: kept, it stayed in
-		// art status for good and kept push off its branch. (Commit
-		// has closed the overlay.)
-		tx, terr := r.Begin()
-		if terr == nil {
-			terr = tx.DeleteWorktree(wt)
-			if terr == nil {
-				terr = tx.Commit()
-			}
-			tx.Rollback()
+		// art status for good and kept push off its branch.
+		if err := overlay.Discard(r, wt); err != nil {
+			return fmt.Errorf("nothing to commit: worktree #%d has no changes (removing it failed: %w)", wt.ID, err)
 		}
-		if terr != nil {
-			return fmt.Errorf("nothing to commit: worktree #%d has no changes (removing it failed: %w)", wt.ID, terr)
-		}
-		os.Remove(overlay.JournalPath(r, wt))
 		return fmt.Errorf("nothing to commit: worktree #%d had no changes; removed it", wt.ID)
 	}
 	if err != nil {

@@ -1371,3 +1371,23 @@ func TestCommitRemovesAnEmptyInterruptedWorktree(t *testing.T) {
 	artOK(t, c.tmp, "push", "-d", c.db, "-m", c.host, "-q")
 	artOK(t, c.tmp, "fsck", "-d", c.db)
 }
+
+// A mount that changed nothing records nothing and leaves nothing behind:
+// no worktree, and no journal (its header stayed, one per such mount).
+func TestMountWithoutChangesLeavesNothing(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	p := c.startMount("main", mnt)
+	p.cmd.Process.Signal(syscall.SIGINT)
+	p.wait(t)
+	if !strings.Contains(p.stderr.String(), "nothing changed; no commit recorded") {
+		t.Fatalf("art mount with nothing changed: %v\n%s", p.err, p.stderr)
+	}
+	if journals, _ := filepath.Glob(c.db + "-wt*.journal"); len(journals) > 0 {
+		t.Errorf("journals left: %v", journals)
+	}
+	if st := artOK(t, c.tmp, "status", "-d", c.db).stdout; strings.Contains(st, "#1") {
+		t.Errorf("the worktree is still listed:\n%s", st)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/artproject/art/objects"
@@ -156,6 +157,26 @@ func (fs *FS) Close() error {
 		return err
 	}
 	return fs.p.j.remove()
+}
+
+// Discard removes worktree wt, which this process owns, with its upper
+// layer and its journal, after its Commit found nothing to record
+// (ErrNothingToCommit: the journal is applied, and only its header is
+// left, which stayed behind).
+func Discard(r *repo.Repo, wt *repo.Worktree) error {
+	tx, err := r.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := tx.DeleteWorktree(wt); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	os.Remove(JournalPath(r, wt))
+	return nil
 }
 
 // storeFiles stores the content of every file the upper layer changed and
