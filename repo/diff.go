@@ -135,6 +135,11 @@ func (r *Repo) diffDir(path *[]byte, a, b objects.ID, f pathFilter, out *[]Chang
 			return err
 		}
 	}
+	return r.diffPairs(path, ta, tb, f, out, load)
+}
+
+// diffPairs is diffDir on trees already read.
+func (r *Repo) diffPairs(path *[]byte, ta, tb *objects.Tree, f pathFilter, out *[]Change, load func(objects.ID) (*objects.Tree, error)) error {
 	dirLen := len(*path)
 	defer func() { *path = (*path)[:dirLen] }()
 	return eachPair(ta, tb, func(ea, eb *objects.Entry) error {

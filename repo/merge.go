@@ -190,24 +190,8 @@ func (tx *Tx) merge3Entry(path string, eb, eh, et *objects.Entry, res *mergeResu
 // countChanges counts the paths that differ between trees a and b (times
 // aside), as art diff lists them.
 func (tx *Tx) countChanges(a, b objects.ID) (int, error) {
-	if a == b {
-		return 0, nil
-	}
-	ta, err := tx.treeOrEmpty(a)
-	if err != nil {
-		return 0, err
-	}
-	tb, err := tx.treeOrEmpty(b)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	err = eachPair(ta, tb, func(ea, eb *objects.Entry) error {
-		k, err := tx.countEntryChanges(ea, eb)
-		n += k
-		return err
-	})
-	return n, err
+	changes, err := tx.r.diffTrees(a, b, nil, tx.LoadTree)
+	return len(changes), err
 }
 
 // treeOrEmpty loads tree id, the empty tree for the zero id.
@@ -219,37 +203,19 @@ func (tx *Tx) treeOrEmpty(id objects.ID) (*objects.Tree, error) {
 }
 
 // countEntryChanges counts the paths that differ between two entries of
-// one name (nil: absent): a directory's own mode or xattrs, and what
-// differs below it.
+// one name (nil: absent), as art diff lists them: a directory's own mode
+// or xattrs, and what differs below it.
 func (tx *Tx) countEntryChanges(a, b *objects.Entry) (int, error) {
-	if sameOrAbsent(a, b) {
-		return 0, nil
+	one := func(e *objects.Entry) *objects.Tree {
+		if e == nil {
+			return &objects.Tree{}
+		}
+		return &objects.Tree{Entries: []objects.Entry{*e}}
 	}
-	aDir := a != nil && a.Type == objects.TypeDir
-	bDir := b != nil && b.Type == objects.TypeDir
-	if !aDir && !bDir {
-		return 1, nil
-	}
-	n := 0
-	var ia, ib objects.ID
-	if aDir {
-		ia = a.ID
-	} else if a != nil {
-		n++ // a non-directory replaced
-	}
-	if bDir {
-		ib = b.ID
-	} else if b != nil {
-		n++
-	}
-	if aDir && bDir && !sameMeta(a, b) {
-		n++
-	}
-	k, err := tx.countChanges(ia, ib)
-	if (aDir != bDir) && k == 0 {
-		k = 1 // an empty directory made or removed
-	}
-	return n + k, err
+	var changes []Change
+	var path []byte
+	err := tx.r.diffPairs(&path, one(a), one(b), nil, &changes, tx.LoadTree)
+	return len(changes), err
 }
 
 // sameIgnoringTimes reports whether two trees hold the same names, types,
