@@ -66,10 +66,7 @@ func (r *Repo) reachable(roots []objects.ID, extra ExtraRoots, strict bool) (*re
 			return
 		}
 		rc.trees[id] = true
-		// Each tree is read once: kept in the cache, every version of a
-		// wide directory took its room (459 MB for 100 sessions in a
-		// 20k-file directory).
-		t, err := r.loadTree(r.cached(), id, false)
+		t, err := r.loadTreeOnce(id)
 		if err != nil {
 			errs = append(errs, err)
 			return

@@ -102,6 +102,25 @@ func relinkWorkspace(tx execQuerier, link, real string) error {
 	return nil
 }
 
+// workspaceKey is the path a host workspace's records are kept under:
+// abs's real path when a link leads to a directory of the same name (a
+// link to a directory of another name is another workspace), and abs
+// otherwise. Pushed through a link, a workspace had two records, and a
+// push merged from a base the pulls (which refuse links) never updated.
+// A record an older build kept under abs moves there (relinkWorkspace).
+// On an error, the key is abs when its link could not be read, and the
+// real path when the record could not be moved.
+func (r *Repo) workspaceKey(abs string) (string, error) {
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return abs, err
+	}
+	if filepath.Base(real) != filepath.Base(abs) {
+		return abs, nil
+	}
+	return real, r.relinkWorkspace(abs, real)
+}
+
 // relinkWorkspace is the transaction for relinkWorkspace at run time, when
 // a command names a workspace through a link (abs, before resolving) whose
 // record an older build kept there. Cheap when there is none.

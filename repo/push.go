@@ -224,17 +224,8 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Recorded under its real path, as pull (which refuses links) names
-	// it: pushed through a link, the workspace had two records, and a
-	// push merged from a base the pulls never updated.
-	if real, err := filepath.EvalSymlinks(dir); err != nil {
+	if dir, err = r.workspaceKey(dir); err != nil {
 		return nil, fmt.Errorf("push %s: %w", o.Dir, err)
-	} else if filepath.Base(real) == name {
-		// (a link to a directory of another name is another workspace)
-		if err := r.relinkWorkspace(dir, real); err != nil {
-			return nil, fmt.Errorf("push %s: %w", o.Dir, err)
-		}
-		dir = real
 	}
 	if id, ok, err := r.UnfinishedPull(dir); errors.Is(err, ErrPullMarkDamaged) {
 		if o.Warn != nil {
@@ -393,6 +384,10 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if wsTree, err = tx.keepExcluded(sc, "", wsTree, prevWS, &kept); err != nil {
 		return nil, err
 	}
+	onto := branch // for messages
+	if onto == "" {
+		onto = "HEAD"
+	}
 	var since objects.ID  // the commit the host last synced with, when merged
 	rootMode := root.mode // the workspace root's own mode in the commit
 	if !newBranch && !parent.IsZero() {
@@ -432,10 +427,6 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 				more := ""
 				if len(list) > 20 {
 					list, more = list[:20], fmt.Sprintf("\n  ... and %d more", len(m.conflicts)-20)
-				}
-				onto := branch
-				if onto == "" {
-					onto = "HEAD"
 				}
 				return nil, fmt.Errorf("%w: nothing was committed; %d path(s) changed both here and on %s since %s last synced (commit %s):\n  %s%s\n(push to a new branch with -b NAME and compare with 'art diff %s NAME', or make those paths here as they are on %s and push again)",
 					ErrPushConflict, len(m.conflicts), onto, dir, s.Short(), strings.Join(list, "\n  "), more, onto, onto)
@@ -503,10 +494,6 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		}
 		c.Parents = append(c.Parents, synced)
 		if res.Merged > 0 {
-			onto := branch
-			if onto == "" {
-				onto = "HEAD"
-			}
 			c.Message = fmt.Sprintf("%s (merged with %s)", msg, onto)
 		}
 	}

@@ -1,7 +1,6 @@
 package repo
 
 import (
-	"path/filepath"
 	"sort"
 
 	"github.com/artproject/art/objects"
@@ -24,10 +23,7 @@ func (d *Drift) Clean() bool { return len(d.Added)+len(d.Modified)+len(d.Deleted
 // KnownWorkspace reports whether a push or pull has synced the host
 // directory abs.
 func (r *Repo) KnownWorkspace(abs string) bool {
-	if real, err := filepath.EvalSymlinks(abs); err == nil && filepath.Base(real) == filepath.Base(abs) {
-		r.relinkWorkspace(abs, real) // an older build's record (a failure: the lookup says never synced)
-		abs = real                   // recorded under its real path (push, pull)
-	}
+	abs, _ = r.workspaceKey(abs) // a failure: the lookup says never synced
 	var n int
 	err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, abs).Scan(&n)
 	return err == nil && n > 0
@@ -41,11 +37,8 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 		return nil, err
 	}
 	name, nameErr := WorkspaceName(abs)
-	if real, err := filepath.EvalSymlinks(abs); err == nil && filepath.Base(real) == filepath.Base(abs) {
-		if err := r.relinkWorkspace(abs, real); err != nil {
-			return nil, err
-		}
-		abs = real // recorded under its real path (push, pull)
+	if abs, err = r.workspaceKey(abs); err != nil {
+		return nil, err
 	}
 	d := &Drift{}
 	var cid []byte

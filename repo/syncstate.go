@@ -169,16 +169,16 @@ func decodeSyncRow(dir string, b []byte, fn func(name string, e *syncedEntry)) (
 func eachSyncEntry(b []byte, dirIDs bool, fn func(name string, e *syncedEntry)) error {
 	d := &objects.Decoder{B: b}
 	for len(d.B) > 0 && d.Err == nil {
-		nb := d.Bytes(d.Uvarint(objects.MaxNameLen))
+		name := string(d.Bytes(d.Uvarint(objects.MaxNameLen)))
 		e := decodeSyncEntry(d, dirIDs)
 		if d.Err != nil {
 			break
 		}
-		if !objects.ValidName(string(nb)) {
-			return fmt.Errorf("%w: bad name %q", objects.ErrCorrupt, nb)
+		if !objects.ValidName(name) {
+			return fmt.Errorf("%w: bad name %q", objects.ErrCorrupt, name)
 		}
 		if fn != nil {
-			fn(string(nb), &e)
+			fn(name, &e)
 		}
 	}
 	return d.Err
@@ -362,7 +362,7 @@ func decodeSyncBlob(b []byte) (map[string]*syncedEntry, error) {
 		p := string(d.Bytes(d.Uvarint(1 << 20)))
 		e := decodeSyncEntry(d, false)
 		if d.Err == nil {
-			if parts, err := SplitPath(p); err != nil || len(parts) == 0 || strings.Join(parts, "/") != p {
+			if !cleanSyncPath(p) {
 				return nil, fmt.Errorf("sync state: %w: bad path %q", objects.ErrCorrupt, p)
 			}
 		}
@@ -414,14 +414,30 @@ func migrateSyncedBlobs(tx *sql.Tx) error {
 		if err != nil {
 			continue
 		}
-		for dir, data := range syncRows(m) {
-			if _, err := tx.Exec(`INSERT INTO synced_dirs(workspace, dir, data) VALUES(?, ?, ?)`, b.ws, dir, data); err != nil {
-				return fmt.Errorf("convert the sync state of %s: %w", b.ws, err)
-			}
+		if err := insertSyncRows(tx, b.ws, m); err != nil {
+			return err
 		}
 	}
 	_, err = tx.Exec(`DROP TABLE synced`)
 	return err
+}
+
+// cleanSyncPath reports whether p is a workspace-relative path as a sync
+// state of schema 1 keys it: clean, not empty, not leaving the workspace.
+func cleanSyncPath(p string) bool {
+	parts, err := SplitPath(p)
+	return err == nil && len(parts) > 0 && strings.Join(parts, "/") == p
+}
+
+// insertSyncRows stores a schema-1 sync state of workspace ws (by path)
+// as rows.
+func insertSyncRows(tx *sql.Tx, ws string, m map[string]*syncedEntry) error {
+	for dir, data := range syncRows(m) {
+		if _, err := tx.Exec(`INSERT INTO synced_dirs(workspace, dir, data) VALUES(?, ?, ?)`, ws, dir, data); err != nil {
+			return fmt.Errorf("convert the sync state of %s: %w", ws, err)
+		}
+	}
+	return nil
 }
 
 // hasColumn reports whether table has a column of that name.
@@ -459,7 +475,7 @@ func migrateSyncedRows(tx *sql.Tx) error {
 		if len(id) == objects.IDSize {
 			copy(e.id[:], id)
 		}
-		if parts, err := SplitPath(p); err != nil || len(parts) == 0 || strings.Join(parts, "/") != p || e.typ == objects.TypeFile && e.id.IsZero() {
+		if !cleanSyncPath(p) || e.typ == objects.TypeFile && e.id.IsZero() {
 			continue
 		}
 		if state[ws] == nil {
@@ -472,10 +488,8 @@ func migrateSyncedRows(tx *sql.Tx) error {
 		return fmt.Errorf("read the sync state: %w", err)
 	}
 	for ws, m := range state {
-		for dir, data := range syncRows(m) {
-			if _, err := tx.Exec(`INSERT INTO synced_dirs(workspace, dir, data) VALUES(?, ?, ?)`, ws, dir, data); err != nil {
-				return fmt.Errorf("convert the sync state of %s: %w", ws, err)
-			}
+		if err := insertSyncRows(tx, ws, m); err != nil {
+			return err
 		}
 	}
 	_, err = tx.Exec(`DROP TABLE synced`)
