@@ -186,6 +186,7 @@ func (t *ptyIO) sendEOFs() {
 func (t *ptyIO) sendEOF() {
 	if t.ttyName != "" {
 		if fd, err := unix.Open(t.ttyName, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+		wait:
 			for tries := 0; tries < 20; tries++ {
 				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 				if n, _ := unix.Poll(fds, 10); n != 1 {
@@ -193,7 +194,7 @@ func (t *ptyIO) sendEOF() {
 				}
 				select {
 				case <-t.stop:
-					tries = 20
+					break wait
 				case <-time.After(100 * time.Millisecond):
 				}
 			}
