@@ -31,13 +31,15 @@ type CommitOptions struct {
 	// was unreachable until the commit, and an art gc in between deleted
 	// it. An error from Attach abandons the commit.
 	Attach func(tx *repo.Tx) error
+
+	beforeBegin func() // tests: runs between the staging and the transaction
 }
 
 // Commit folds the upper layer into new trees along the changed paths,
 // writes the commit, clears the upper layer, removes the worktree and
 // advances its branch, all in one transaction. The FS must not be used
 // afterwards.
-func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
+func (fs *FS) Commit(o CommitOptions) (_ objects.ID, err error) {
 	// Store every dirty block first, then stop the writer: after that the
 	// SQLite tables and memory agree.
 	fs.ns.Lock()
@@ -62,6 +64,25 @@ func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
 	fs.ns.Lock()
 	defer fs.ns.Unlock()
 
+	// Much to store is staged in transactions of its own first (see
+	// repo.Repo.StageAbove); a commit that then fails drops it again.
+	todo, ids := fs.changedFiles()
+	staged, err := fs.stageFiles(todo)
+	if err != nil {
+		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		if derr := staged.Drop(); derr != nil {
+			fs.logf("remove what the failed commit stored: %v (art gc removes it)", derr)
+		}
+	}()
+
+	if o.beforeBegin != nil {
+		o.beforeBegin()
+	}
 	tx, err := fs.r.Begin()
 	if err != nil {
 		return objects.Zero, err
@@ -84,7 +105,7 @@ func (fs *FS) Commit(o CommitOptions) (objects.ID, error) {
 		return objects.Zero, fmt.Errorf("commit worktree #%d: branch %s moved from %s to %s while the worktree was open; record the work on a new branch with 'art commit --worktree %d -b NEW'",
 			fs.wt.ID, fs.wt.Branch, fs.wt.Base.Short(), tip.Short(), fs.wt.ID)
 	}
-	files, err := fs.storeFiles(tx)
+	files, err := fs.storeFiles(tx, todo, ids, staged)
 	if err != nil {
 		return objects.Zero, fmt.Errorf("commit worktree #%d: %w", fs.wt.ID, err)
 	}
@@ -179,25 +200,57 @@ func Discard(r *repo.Repo, wt *repo.Worktree) error {
 	return nil
 }
 
-// storeFiles stores the content of every file the upper layer changed and
-// returns the id of every file the fold reaches (unchanged ones keep
-// their lower content's id). The changed ones are read, chunked, hashed
-// and compressed on every CPU (repo.Tx.PutFiles): one at a time, the
-// commit of a session that had written a 418 MB Go module cache took 9 s
-// here. ns must be held.
-func (fs *FS) storeFiles(tx *repo.Tx) (map[*inode]objects.ID, error) {
-	ids := map[*inode]objects.ID{}
-	var todo []changedFile
-	fs.changedFiles(fs.inodes[RootIno], ids, &todo)
-	stored, err := tx.PutFiles(context.Background(), len(todo), func(i int) (io.Reader, error) {
+// stageFiles stages the content of the changed files (todo) when there
+// is much of it (repo.Repo.StageAbove); nil otherwise. ns must be held.
+func (fs *FS) stageFiles(todo []changedFile) (*repo.Staged, error) {
+	var total int64
+	for _, f := range todo {
+		total += f.n.size
+	}
+	if total <= fs.r.StageAbove {
+		return nil, nil
+	}
+	st, err := fs.r.StageFiles(context.Background(), len(todo), func(i int) (io.Reader, error) {
 		return &nodeReader{fs: fs, n: todo[i].n}, nil
 	}, nil)
+	return st, fs.storeErr(todo, err)
+}
+
+// storeErr names the file a store of todo failed on.
+func (fs *FS) storeErr(todo []changedFile, err error) error {
 	var fe *repo.FileError
 	if errors.As(err, &fe) {
-		return nil, fmt.Errorf("store %s: %w", fs.pathIn(todo[fe.Index]), fe.Err)
+		return fmt.Errorf("store %s: %w", fs.pathIn(todo[fe.Index]), fe.Err)
 	}
-	if err != nil {
-		return nil, err
+	return err
+}
+
+// storeFiles stores the content of the changed files (todo, from
+// changedFiles) and returns the id of every file the fold reaches (ids:
+// unchanged ones keep their lower content's id). The changed ones are
+// read, chunked, hashed and compressed on every CPU (repo.Tx.PutFiles):
+// one at a time, the commit of a session that had written a 418 MB Go
+// module cache took 9 s here. What staged holds is taken as it is, unless
+// a gc ran since, which may have deleted it. ns must be held.
+func (fs *FS) storeFiles(tx *repo.Tx, todo []changedFile, ids map[*inode]objects.ID, staged *repo.Staged) (map[*inode]objects.ID, error) {
+	var stored []repo.StoredFile
+	if staged != nil {
+		ok, err := staged.Usable(tx)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			stored = staged.Files
+		}
+	}
+	if stored == nil {
+		var err error
+		stored, err = tx.PutFiles(context.Background(), len(todo), func(i int) (io.Reader, error) {
+			return &nodeReader{fs: fs, n: todo[i].n}, nil
+		}, nil)
+		if err != nil {
+			return nil, fs.storeErr(todo, err)
+		}
 	}
 	for i, f := range todo {
 		// A size that disagrees with what was read would make a tree
@@ -226,18 +279,28 @@ func (fs *FS) pathIn(f changedFile) string {
 	return fs.pathOf(f.dir) + "/" + f.name
 }
 
-// changedFiles walks the upper directories below d as foldDir does,
+// changedFiles lists the files whose content a commit stores, and the
+// lower id of each file whose content is unchanged since copy-up. ns
+// must be held.
+func (fs *FS) changedFiles() ([]changedFile, map[*inode]objects.ID) {
+	ids := map[*inode]objects.ID{}
+	var todo []changedFile
+	fs.walkChanged(fs.inodes[RootIno], ids, &todo)
+	return todo, ids
+}
+
+// walkChanged walks the upper directories below d as foldDir does,
 // recording the lower id of each file whose content is unchanged since
 // copy-up and listing the others in todo; a file with several names is
 // seen once.
-func (fs *FS) changedFiles(d *inode, ids map[*inode]objects.ID, todo *[]changedFile) {
+func (fs *FS) walkChanged(d *inode, ids map[*inode]objects.ID, todo *[]changedFile) {
 	if d == nil || !d.upper {
 		return
 	}
 	for name, n := range fs.liveDirents(d) {
 		switch n.typ {
 		case objects.TypeDir:
-			fs.changedFiles(n, ids, todo)
+			fs.walkChanged(n, ids, todo)
 		case objects.TypeFile:
 			if _, seen := ids[n]; seen {
 				continue

@@ -114,6 +114,49 @@ func (r *Repo) reachable(roots []objects.ID, extra ExtraRoots, strict bool) (*re
 	return rc, errs
 }
 
+// liveSet is what gc keeps: the objects the roots reach, and the chunks
+// of their files.
+type liveSet struct {
+	rc     *reach
+	chunks map[objects.ID]bool
+}
+
+// liveObjects finds what gc must keep. It fails when any reachable object
+// cannot be read, since it could not tell what that object references.
+// The caller holds the write lock, so that nothing commits meanwhile.
+func (r *Repo) liveObjects(extra ExtraRoots) (*liveSet, error) {
+	roots, err := r.Roots()
+	if err != nil {
+		return nil, err
+	}
+	rc, errs := r.reachable(roots, extra, true)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("gc: %d reachable object(s) unreadable, first: %w (run 'art fsck'; nothing was deleted)", len(errs), errs[0])
+	}
+	chunks := map[objects.ID]bool{}
+	for f := range rc.files {
+		refs, err := r.LoadFileChunks(f)
+		if err != nil {
+			return nil, fmt.Errorf("gc: file %s: %w (run 'art fsck'; nothing was deleted)", f.Short(), err)
+		}
+		for _, c := range refs {
+			chunks[c.ID] = true
+		}
+	}
+	return &liveSet{rc: rc, chunks: chunks}, nil
+}
+
+// bumpGCGeneration records, in the transaction that deletes objects, that
+// objects were deleted: a push that read its stat cache before, or staged
+// objects (StageFiles), must not trust them after (see Push).
+func bumpGCGeneration(tx *Tx) error {
+	if _, err := tx.Exec(`INSERT INTO meta(key, value) VALUES('gc_generation', '1')
+		ON CONFLICT(key) DO UPDATE SET value=CAST(CAST(value AS INTEGER)+1 AS TEXT)`); err != nil {
+		return fmt.Errorf("gc: %w", err)
+	}
+	return nil
+}
+
 // GCResult reports what gc removed.
 type GCResult struct {
 	Commits, Trees, Files, Chunks int
@@ -134,24 +177,11 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 		return nil, err
 	}
 	defer tx.Rollback()
-	roots, err := r.Roots()
+	live, err := r.liveObjects(extra)
 	if err != nil {
 		return nil, err
 	}
-	rc, errs := r.reachable(roots, extra, true)
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("gc: %d reachable object(s) unreadable, first: %w (run 'art fsck'; nothing was deleted)", len(errs), errs[0])
-	}
-	chunksKept := map[objects.ID]bool{}
-	for f := range rc.files {
-		refs, err := r.LoadFileChunks(f)
-		if err != nil {
-			return nil, fmt.Errorf("gc: file %s: %w (run 'art fsck'; nothing was deleted)", f.Short(), err)
-		}
-		for _, c := range refs {
-			chunksKept[c.ID] = true
-		}
-	}
+	rc, chunksKept := live.rc, live.chunks
 	res := &GCResult{}
 	sweep := func(table string, keep map[objects.ID]bool, sizeExpr string, count *int) error {
 		rows, err := tx.Query(`SELECT id, ` + sizeExpr + ` FROM ` + table)
@@ -211,9 +241,8 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 	}
 	// A push that read its stat cache before this transaction must not
 	// trust it after: it may name content just deleted (see Push).
-	if _, err := tx.Exec(`INSERT INTO meta(key, value) VALUES('gc_generation', '1')
-		ON CONFLICT(key) DO UPDATE SET value=CAST(CAST(value AS INTEGER)+1 AS TEXT)`); err != nil {
-		return nil, fmt.Errorf("gc: %w", err)
+	if err := bumpGCGeneration(tx); err != nil {
+		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("gc: %w", err)

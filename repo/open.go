@@ -40,6 +40,12 @@ type Repo struct {
 
 	stmtMu sync.Mutex
 	stmts  map[string]*sql.Stmt
+
+	// StageAbove and StageBatch: a push or commit with more than
+	// StageAbove bytes to store stages them in transactions of about
+	// StageBatch bytes (see StageFiles). Open sets DefaultStageAbove and
+	// DefaultStageBatch; tests lower them.
+	StageAbove, StageBatch int64
 }
 
 // migrations[i] brings a schema of version i to version i+1.
@@ -352,7 +358,7 @@ func open(abs string, create bool) (*Repo, error) {
 	db := sql.OpenDB(connector{dsn: dsn(abs, false), drv: newDriver()})
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8)
-	r := &Repo{DB: db, Path: abs}
+	r := &Repo{DB: db, Path: abs, StageAbove: DefaultStageAbove, StageBatch: DefaultStageBatch}
 	r.objCache.init()
 	if err := r.migrate(create); err != nil {
 		if walErr != nil {

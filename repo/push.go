@@ -214,7 +214,7 @@ func (r *Repo) Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	}
 }
 
-func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
+func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err error) {
 	start := time.Now()
 	dir, err := CheckWorkspaceDir(o.Dir)
 	if err != nil {
@@ -279,6 +279,50 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	res.Dirs-- // the workspace root itself
 	res.Hashed = len(todo)
 
+	files, err := openHostRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("push: %w", err)
+	}
+	defer files.close()
+	// Hash and compress with all cores; one writer owns the transaction.
+	var done int64
+	openFile := func(i int) (io.Reader, error) {
+		// A file replaced since the scan (an editor's save) is read as
+		// it is now: its stat no longer matches what is recorded for
+		// it, so the next push reads it again.
+		return files.open(todo[i].rel, 0)
+	}
+	progress := func(i int, size int64) {
+		if o.Progress != nil {
+			done += size
+			o.Progress(done, total)
+		}
+	}
+	fileErr := func(err error) error {
+		var fe *FileError
+		if errors.As(err, &fe) {
+			abs := filepath.Join(dir, filepath.FromSlash(todo[fe.Index].rel))
+			return fmt.Errorf("push %s: %w (%s; nothing was committed)", abs, fe.Err, readAdvice(fe.Err))
+		}
+		return fmt.Errorf("push %s: %w", dir, err)
+	}
+	// Much to store is stored in transactions of its own first (see
+	// Repo.StageAbove); a push that then fails drops it again.
+	var staged *Staged
+	if total > r.StageAbove {
+		if staged, err = r.StageFiles(ctx, len(todo), openFile, progress); err != nil {
+			return nil, fileErr(err)
+		}
+		defer func() {
+			if err == nil {
+				return
+			}
+			if derr := staged.Drop(); derr != nil {
+				err = fmt.Errorf("%w (and removing the %.1f MiB it stored before failed: %v; art gc removes it)", err, float64(staged.NewBytes)/(1<<20), derr)
+			}
+		}()
+	}
+
 	if o.beforeBegin != nil {
 		o.beforeBegin()
 	}
@@ -293,32 +337,15 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		return nil, errGCRaced
 	}
 
-	files, err := openHostRoot(dir)
-	if err != nil {
-		return nil, fmt.Errorf("push: %w", err)
-	}
-	defer files.close()
-
-	// Hash and compress with all cores; one writer owns the transaction.
-	var done int64
-	stored, err := tx.PutFiles(ctx, len(todo), func(i int) (io.Reader, error) {
-		// A file replaced since the scan (an editor's save) is read as
-		// it is now: its stat no longer matches what is recorded for
-		// it, so the next push reads it again.
-		return files.open(todo[i].rel, 0)
-	}, func(i int, size int64) {
-		if o.Progress != nil {
-			done += size
-			o.Progress(done, total)
+	var stored []StoredFile
+	if staged != nil {
+		// No gc ran since the scan (above), so none since the staging.
+		if _, err := staged.Usable(tx); err != nil {
+			return nil, err
 		}
-	})
-	var fe *FileError
-	if errors.As(err, &fe) {
-		abs := filepath.Join(dir, filepath.FromSlash(todo[fe.Index].rel))
-		return nil, fmt.Errorf("push %s: %w (%s; nothing was committed)", abs, fe.Err, readAdvice(fe.Err))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("push %s: %w", dir, err)
+		stored = staged.Files
+	} else if stored, err = tx.PutFiles(ctx, len(todo), openFile, progress); err != nil {
+		return nil, fileErr(err)
 	}
 	for i, e := range todo {
 		e.id, e.size = stored[i].ID, stored[i].Size

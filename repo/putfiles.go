@@ -40,11 +40,32 @@ func (e *FileError) Unwrap() error { return e.Err }
 // PutFiles returns. The first error stops the workers and comes back as a
 // *FileError naming the file.
 func (tx *Tx) PutFiles(ctx context.Context, n int, open func(i int) (io.Reader, error), stored func(i int, size int64)) ([]StoredFile, error) {
+	w := newChunkWriter(tx.r, tx.compress, tx.putJob)
+	out, err := w.putFiles(ctx, n, open, stored)
+	if werr := w.close(); werr != nil {
+		return nil, werr // the cause of any errWriterFailed
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// putJob inserts one of PutFiles' prepared jobs.
+func (tx *Tx) putJob(j writeJob) error {
+	if j.refs != nil {
+		return tx.PutFileList(j.id, j.size, j.refs)
+	}
+	return tx.PutChunkEncoded(j.id, j.raw, j.enc, j.data)
+}
+
+// putFiles hands the n files to one worker per CPU and returns what they
+// stored; the caller closes w.
+func (w *chunkWriter) putFiles(ctx context.Context, n int, open func(i int) (io.Reader, error), stored func(i int, size int64)) ([]StoredFile, error) {
 	out := make([]StoredFile, n)
 	if n == 0 {
 		return out, nil
 	}
-	w := tx.newChunkWriter()
 	g, gctx := errgroup.WithContext(ctx)
 	var storedMu sync.Mutex
 	next := make(chan int)
@@ -81,27 +102,22 @@ func (tx *Tx) PutFiles(ctx context.Context, n int, open func(i int) (io.Reader, 
 		return nil
 	})
 	err := g.Wait()
-	if werr := w.close(); werr != nil {
-		return nil, werr // the cause of any errWriterFailed
-	}
 	if err == nil {
 		err = ctx.Err() // canceled after the last file was handed out
 	}
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return out, err
 }
 
-// chunkWriter is the one goroutine that inserts, in the transaction, what
-// PutFiles' workers prepared. It remembers what it was given, so that a
-// chunk two files share is compressed once.
+// chunkWriter is the one goroutine that inserts what PutFiles' workers
+// prepared, through put (a transaction's, or a stager's). It remembers
+// what it was given, so that a chunk two files share is compressed once.
 type chunkWriter struct {
-	tx     *Tx
-	jobs   chan writeJob
-	done   chan struct{}
-	failed chan struct{} // closed when an insert failed
-	err    error         // that failure; read once done is closed
+	r        *Repo
+	compress func([]byte) ([]byte, int)
+	jobs     chan writeJob
+	done     chan struct{}
+	failed   chan struct{} // closed when an insert failed
+	err      error         // that failure; read once done is closed
 
 	mu     sync.Mutex
 	queued map[objects.ID]bool
@@ -118,21 +134,15 @@ type writeJob struct {
 	refs []objects.ChunkRef
 }
 
-func (tx *Tx) newChunkWriter() *chunkWriter {
-	w := &chunkWriter{tx: tx, jobs: make(chan writeJob, 64), done: make(chan struct{}), failed: make(chan struct{}), queued: map[objects.ID]bool{}}
+func newChunkWriter(r *Repo, compress func([]byte) ([]byte, int), put func(writeJob) error) *chunkWriter {
+	w := &chunkWriter{r: r, compress: compress, jobs: make(chan writeJob, 64), done: make(chan struct{}), failed: make(chan struct{}), queued: map[objects.ID]bool{}}
 	go func() {
 		defer close(w.done)
 		for j := range w.jobs {
 			if w.err != nil {
 				continue // drain, so that no worker blocks
 			}
-			var err error
-			if j.refs != nil {
-				err = tx.PutFileList(j.id, j.size, j.refs)
-			} else {
-				err = tx.PutChunkEncoded(j.id, j.raw, j.enc, j.data)
-			}
-			if err != nil {
+			if err := put(j); err != nil {
 				w.err = err
 				close(w.failed)
 			}
@@ -172,7 +182,9 @@ func (w *chunkWriter) send(ctx context.Context, j writeJob) error {
 // (SQLITE_MISUSE). Other connections see what was committed before the
 // transaction (no gc can commit during it); a chunk this transaction
 // stored before PutFiles would merely be compressed again, its insert
-// doing nothing.
+// doing nothing. When staging (StageFiles), they see the batches
+// committed so far too, and a gc may delete what they found before the
+// caller's transaction names it: the caller checks (Staged.Usable).
 func (w *chunkWriter) claim(id objects.ID) (bool, error) {
 	w.mu.Lock()
 	if w.queued[id] {
@@ -181,7 +193,7 @@ func (w *chunkWriter) claim(id objects.ID) (bool, error) {
 	}
 	w.queued[id] = true
 	w.mu.Unlock()
-	s, err := w.tx.r.stmt(`SELECT 1 FROM chunks WHERE id=?`)
+	s, err := w.r.stmt(`SELECT 1 FROM chunks WHERE id=?`)
 	if err != nil {
 		return false, err
 	}
@@ -256,7 +268,7 @@ func (w *chunkWriter) putChunk(ctx context.Context, id objects.ID, c []byte) err
 	if !need {
 		return nil
 	}
-	data, enc := w.tx.compress(c)
+	data, enc := w.compress(c)
 	if enc == objects.EncRaw {
 		data = append([]byte{}, c...)
 	}

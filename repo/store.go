@@ -208,7 +208,7 @@ type Tx struct {
 	r          *Repo
 	NewObjects int   // objects written by this transaction
 	NewBytes   int64 // stored (compressed) bytes written
-	compressed atomic.Int64
+	comp       compressor
 }
 
 // strongAfter is how many raw bytes a transaction compresses at the
@@ -219,14 +219,20 @@ type Tx struct {
 // shrinks by a tenth.
 const strongAfter = 2 << 20
 
-// compress compresses object data for storage (see strongAfter). Safe for
-// concurrent use.
-func (tx *Tx) compress(data []byte) ([]byte, int) {
-	if tx.compressed.Add(int64(len(data))) <= strongAfter {
+// compressor compresses object data for storage, switching level after
+// strongAfter bytes. Safe for concurrent use.
+type compressor struct{ raw atomic.Int64 }
+
+func (c *compressor) compress(data []byte) ([]byte, int) {
+	if c.raw.Add(int64(len(data))) <= strongAfter {
 		return objects.Compress(data)
 	}
 	return objects.CompressSmall(data)
 }
+
+// compress compresses object data for storage (see strongAfter). Safe for
+// concurrent use.
+func (tx *Tx) compress(data []byte) ([]byte, int) { return tx.comp.compress(data) }
 
 // Begin starts a write transaction (BEGIN IMMEDIATE).
 func (r *Repo) Begin() (*Tx, error) {

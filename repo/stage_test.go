@@ -1,0 +1,249 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/artproject/art/objects"
+)
+
+// stagingRepo is a repository that stages anything over 1 MiB in batches
+// of 256 KiB, so that tests stage with a few MiB.
+func stagingRepo(t *testing.T) *Repo {
+	t.Helper()
+	r := newTestRepo(t)
+	r.StageAbove, r.StageBatch = 1<<20, 256<<10
+	return r
+}
+
+// randomBytes returns n bytes that do not compress, the same for a seed.
+func randomBytes(seed uint64, n int) []byte {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+func fsckClean(t *testing.T, r *Repo, when string) {
+	t.Helper()
+	res, err := r.Fsck(nil)
+	if err != nil || len(res.Problems) > 0 {
+		t.Fatalf("fsck %s: %v %v", when, err, res.Problems)
+	}
+}
+
+// StageFiles commits its batches as it goes (other connections see the
+// chunks before it returns), and returns what PutFiles would.
+func TestStageFilesCommitsInBatches(t *testing.T) {
+	r := stagingRepo(t)
+	contents := [][]byte{randomBytes(1, 3<<20), []byte("small\n"), nil, randomBytes(2, 1<<20)}
+	seen := 0 // chunk rows another connection saw while files were still being read
+	st, err := r.StageFiles(context.Background(), len(contents), func(i int) (io.Reader, error) {
+		return bytes.NewReader(contents[i]), nil
+	}, func(i int, size int64) {
+		seen = max(seen, countRows(t, r, "chunks"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen == 0 {
+		t.Errorf("no batch was committed while the files were stored")
+	}
+	for i, c := range contents {
+		if st.Files[i].ID != objects.Hash(c) && len(c) <= objects.MaxChunk {
+			t.Errorf("file %d: id %s, want %s", i, st.Files[i].ID.Short(), objects.Hash(c).Short())
+		}
+		got, err := r.ReadFile(st.Files[i].ID, st.Files[i].Size)
+		if err != nil || !bytes.Equal(got, c) {
+			t.Errorf("file %d reads back wrong (%d bytes, err %v)", i, len(got), err)
+		}
+	}
+	if st.NewObjects == 0 || st.NewBytes < 4<<20 {
+		t.Errorf("staged %d objects of %d bytes", st.NewObjects, st.NewBytes)
+	}
+}
+
+// A push with much to store stages it; the commit is the same as a push
+// in one transaction makes, and reads back whole.
+func TestStagedPush(t *testing.T) {
+	files := map[string]string{
+		"big":       string(randomBytes(3, 2<<20)),
+		"d/big2":    string(randomBytes(4, 1<<20+17)),
+		"d/small":   "small\n",
+		"same/big":  string(randomBytes(3, 2<<20)),
+		"empty":     "",
+		"zeros.bin": string(make([]byte, 1<<20)),
+	}
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, files)
+	var ids [2]objects.ID
+	for i, above := range []int64{1 << 20, 1 << 40} {
+		r := stagingRepo(t)
+		r.StageAbove = above
+		res := push(t, r, ws, "v1")
+		c, err := r.LoadCommit(res.Commit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = c.Tree
+		if res.NewObjects == 0 || res.NewBytes < 3<<20 {
+			t.Errorf("push reports %d new objects, %d bytes", res.NewObjects, res.NewBytes)
+		}
+		got := contentOf(t, r, res.Commit, "ws")
+		for p, want := range files {
+			if got[p] != want {
+				t.Errorf("%s: %d bytes back, want %d", p, len(got[p]), len(want))
+			}
+		}
+		fsckClean(t, r, "after a staged push")
+	}
+	if ids[0] != ids[1] {
+		t.Errorf("the staged push made tree %s, one transaction %s", ids[0].Short(), ids[1].Short())
+	}
+}
+
+// A gc between the staging and the push's transaction deletes what was
+// staged (nothing reached it yet): the push sees the gc and starts over,
+// and the commit it makes is whole.
+func TestStagedPushRacesGC(t *testing.T) {
+	r := stagingRepo(t)
+	ws := newWorkspace(t, "ws")
+	big := string(randomBytes(5, 3<<20))
+	writeFiles(t, ws, map[string]string{"big": big, "small": "s\n"})
+	gcs := 0
+	res, err := r.Push(context.Background(), PushOptions{Dir: ws, Message: "m", beforeBegin: func() {
+		if gcs == 0 {
+			gcs++
+			g, err := r.GC(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Chunks == 0 {
+				t.Errorf("gc found nothing staged to delete")
+			}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := contentOf(t, r, res.Commit, "ws"); got["big"] != big {
+		t.Errorf("big: %d bytes back", len(got["big"]))
+	}
+	fsckClean(t, r, "after a staged push that raced a gc")
+}
+
+// A push that fails after staging (a conflict, a cancel, a file it cannot
+// read) removes what it staged: the repository holds what it held.
+func TestFailedStagedPushDropsWhatItStored(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		push func(t *testing.T, r *Repo, ws string) error
+	}{
+		{"canceled", func(t *testing.T, r *Repo, ws string) error {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, err := r.Push(ctx, PushOptions{Dir: ws, Progress: func(done, total int64) {
+				if done > 1<<20 {
+					cancel()
+				}
+			}})
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("push: %v, want canceled", err)
+			}
+			return err
+		}},
+		{"conflict", func(t *testing.T, r *Repo, ws string) error {
+			agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n"}) })
+			writeFiles(t, ws, map[string]string{"a": "host\n"})
+			_, err := r.Push(context.Background(), PushOptions{Dir: ws})
+			if err == nil || !strings.Contains(err.Error(), "a") {
+				t.Errorf("push: %v, want a conflict on a", err)
+			}
+			return err
+		}},
+		{"a file replaced by a directory while read", func(t *testing.T, r *Repo, ws string) error {
+			_, err := r.Push(context.Background(), PushOptions{Dir: ws, Progress: func(done, total int64) {
+				p := filepath.Join(ws, "last")
+				if os.Remove(p) == nil {
+					os.Mkdir(p, 0o755)
+				}
+			}})
+			if err == nil || !strings.Contains(err.Error(), "nothing was committed") {
+				t.Errorf("push: %v, want a file error", err)
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := stagingRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a\n"})
+			push(t, r, ws, "v1")
+			for i := range 4 {
+				writeFiles(t, ws, map[string]string{string(rune('b'+i)) + "/big": string(randomBytes(uint64(10+i), 1<<20))})
+			}
+			writeFiles(t, ws, map[string]string{"last": string(randomBytes(20, 1<<20))})
+			tipBefore, _ := r.BranchTip("main")
+			chunks, files := countRows(t, r, "chunks"), countRows(t, r, "files")
+			if tc.push(t, r, ws) == nil {
+				return
+			}
+			if tip, _ := r.BranchTip("main"); tip != tipBefore && tc.name != "conflict" {
+				t.Errorf("main moved to %s", tip.Short())
+			}
+			if tc.name != "conflict" { // the session added its own objects
+				if c, f := countRows(t, r, "chunks"), countRows(t, r, "files"); c != chunks || f != files {
+					t.Errorf("after the failed push: %d chunks and %d files, before %d and %d", c, f, chunks, files)
+				}
+			}
+			g, err := r.GC(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Chunks != 0 || g.Files != 0 {
+				t.Errorf("gc after the failed push still freed %d chunks and %d files", g.Chunks, g.Files)
+			}
+			fsckClean(t, r, "after a failed staged push")
+		})
+	}
+}
+
+// Drop leaves what something reachable names, though it staged it: a
+// push that found the chunk stored named it in its commit meanwhile.
+func TestDropKeepsWhatIsReachable(t *testing.T) {
+	r := stagingRepo(t)
+	shared := randomBytes(6, 2<<20)
+	alone := randomBytes(7, 2<<20)
+	st, err := r.StageFiles(context.Background(), 2, func(i int) (io.Reader, error) {
+		return bytes.NewReader([][]byte{shared, alone}[i]), nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.StageAbove = 1 << 40 // this push in one transaction, finding shared's chunks stored
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"shared": string(shared)})
+	c := push(t, r, ws, "names shared").Commit
+	if err := st.Drop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := contentOf(t, r, c, "ws"); got["shared"] != string(shared) {
+		t.Fatalf("shared: %d bytes back after the drop", len(got["shared"]))
+	}
+	if _, err := r.ReadFile(st.Files[1].ID, st.Files[1].Size); err == nil {
+		t.Errorf("the file nothing named is still there after the drop")
+	}
+	fsckClean(t, r, "after a drop")
+	if err := st.Drop(); err != nil {
+		t.Errorf("a second drop: %v", err)
+	}
+}
