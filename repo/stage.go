@@ -124,6 +124,14 @@ func (s *stager) commit() error {
 		s.chunks, s.files = nil, nil
 		return fmt.Errorf("store a batch of objects: %w", err)
 	}
+	// SQLite checkpoints after a commit by itself, but then the readers
+	// (a commit's workers reading the upper layer) still hold snapshots
+	// of before it, and the log cannot start over at the next batch: it
+	// grew to the whole staging (2 GB), and every write slowed with it.
+	// A moment later they have moved on.
+	if _, err := s.st.r.DB.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+		return fmt.Errorf("checkpoint after a batch of objects: %w", err)
+	}
 	st := s.st
 	st.chunks = append(st.chunks, s.chunks...)
 	st.files = append(st.files, s.files...)
