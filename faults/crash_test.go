@@ -122,6 +122,67 @@ func TestCrashPush(t *testing.T) {
 	e.fsck("the last push")
 }
 
+// TestCrashStagedPush: kill -9 of a push with more than 64 MiB to store,
+// which it stores first in transactions of its own (repo.StageFiles):
+// what a killed push staged is garbage nothing names, which fsck accepts
+// and gc frees; a push after the kills completes and reads back whole.
+func TestCrashStagedPush(t *testing.T) {
+	e := newEnv(t)
+	rng := rngFor(t)
+	buf := make([]byte, 24<<20)
+	writeBig := func() { // 96 MiB of new content: every push stages
+		for i := range 4 {
+			fillRand(rng, buf)
+			if err := os.WriteFile(filepath.Join(e.ws, fmt.Sprintf("big%d", i)), buf, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	writeBig()
+	scratch := &env{t: t, base: e.base, db: filepath.Join(e.base, "scratch", "art.db"), ws: e.ws}
+	scratch.artOK("init", "-d", scratch.db)
+	T := calibrate(t, scratch, "push", "-q", "-m", e.ws)
+	os.RemoveAll(filepath.Dir(scratch.db))
+
+	e.artOK("init", "-d", e.db)
+	kills := pick(8, 3)
+	landed := 0
+	for attempt := 0; landed < kills && attempt < 4*kills; attempt++ {
+		if attempt > 0 {
+			writeBig()
+		}
+		d := time.Duration(rng.Float64() * 1.1 * float64(T))
+		p := e.startArt("push", "-q", "-m", e.ws)
+		hit := p.killAfter(d)
+		stats.kill("staged push", hit)
+		if hit {
+			landed++
+			t.Logf("staged push %d: killed after %v", attempt, d.Round(time.Millisecond))
+		} else if r := p.result(); r.code != 0 || pushedRE.FindStringSubmatch(r.stdout) == nil {
+			t.Fatalf("staged push %d failed:\n%s", attempt, r)
+		} else {
+			T = aim(r)
+		}
+		e.fsck(fmt.Sprintf("staged push %d", attempt))
+	}
+	if landed < kills {
+		t.Errorf("only %d of %d kill points landed while the staged push ran", landed, kills)
+	}
+	writeBig()
+	want := snapshot(t, e.ws)
+	r := e.artOK("push", "-q", "-m", e.ws)
+	m := pushedRE.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no commit in push output:\n%s", r)
+	}
+	e.pullVerify(m[2], want)
+	if g := e.artOK("gc"); !strings.Contains(g.stdout, "freed") {
+		t.Logf("gc: %s", g.stdout)
+	}
+	e.fsck("gc after the killed staged pushes")
+	e.pullVerify(m[2], want)
+}
+
 func TestCrashPull(t *testing.T) {
 	e := newEnv(t)
 	rng := rngFor(t)
