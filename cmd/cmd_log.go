@@ -28,13 +28,13 @@ type commitJSON struct {
 	Stat []statJSON `json:"stat,omitempty"`
 }
 
-func toJSON(r *repo.Repo, id objects.ID, c *objects.Commit, refs []string) (commitJSON, error) {
+func toJSON(cc *repo.ChangeCounter, id objects.ID, c *objects.Commit, refs []string) (commitJSON, error) {
 	j := commitJSON{ID: id.String(), Refs: refs, Time: fmtRFC(c.Time), Author: c.Author, Message: c.Message, Tree: c.Tree.String(), Session: c.Session, Parents: []string{}}
 	for _, p := range c.Parents {
 		j.Parents = append(j.Parents, p.String())
 	}
 	var err error
-	j.Added, j.Modified, j.Deleted, err = r.ChangeCounts(c)
+	j.Added, j.Modified, j.Deleted, err = cc.Counts(c)
 	return j, err
 }
 
@@ -95,8 +95,9 @@ mount) and how many paths it added, modified and deleted.`,
 			}
 			if asJSON {
 				out := []commitJSON{}
+				cc := r.NewChangeCounter()
 				for _, e := range entries {
-					j, err := toJSON(r, e.ID, e.Commit, deco[e.ID])
+					j, err := toJSON(cc, e.ID, e.Commit, deco[e.ID])
 					if err != nil {
 						return err
 					}
@@ -106,6 +107,7 @@ mount) and how many paths it added, modified and deleted.`,
 			}
 			pal := palette{colorOn(g.stdout)}
 			text := termText(g.stdout)
+			cc := r.NewChangeCounter()
 			for i, e := range entries {
 				refs := ""
 				if d := deco[e.ID]; len(d) > 0 {
@@ -119,7 +121,7 @@ mount) and how many paths it added, modified and deleted.`,
 					fmt.Fprintln(g.stdout)
 				}
 				fmt.Fprintf(g.stdout, "%s%s\n", pal.yellow("commit "+e.ID.String()), refs)
-				printCommitHeader(g, r, e.Commit)
+				printCommitHeader(g, cc, e.Commit)
 			}
 			return nil
 		},
@@ -132,7 +134,7 @@ mount) and how many paths it added, modified and deleted.`,
 	return c
 }
 
-func printCommitHeader(g *globals, r *repo.Repo, c *objects.Commit) {
+func printCommitHeader(g *globals, cc *repo.ChangeCounter, c *objects.Commit) {
 	if len(c.Parents) > 1 {
 		var ps []string
 		for _, p := range c.Parents {
@@ -148,7 +150,7 @@ func printCommitHeader(g *globals, r *repo.Repo, c *objects.Commit) {
 	if s := sessionSummary(c.Session); s != "" {
 		fmt.Fprintf(g.stdout, "Session: %s\n", s)
 	}
-	if a, m, d, err := r.ChangeCounts(c); err == nil {
+	if a, m, d, err := cc.Counts(c); err == nil {
 		fmt.Fprintf(g.stdout, "Changes: %d added, %d modified, %d deleted\n", a, m, d)
 	} else {
 		fmt.Fprintf(g.stdout, "Changes: unavailable (%v)\n", err)

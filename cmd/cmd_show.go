@@ -61,7 +61,7 @@ func newShowCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				j, err := toJSON(r, id, cm, deco[id])
+				j, err := toJSON(r.NewChangeCounter(), id, cm, deco[id])
 				if err != nil {
 					return err
 				}
@@ -82,7 +82,7 @@ func newShowCmd(g *globals) *cobra.Command {
 				refs = " " + pal.yellow("("+strings.Join(d, ", ")+")")
 			}
 			fmt.Fprintf(g.stdout, "%s%s\n", pal.yellow("commit "+id.String()), refs)
-			printCommitHeader(g, r, cm)
+			printCommitHeader(g, r.NewChangeCounter(), cm)
 			if s := cm.Session; s != nil {
 				if len(s.Argv) > 0 {
 					fmt.Fprintf(g.stdout, "\n    argv:      %q\n", s.Argv)

@@ -740,3 +740,50 @@ func TestLineDiffLongTexts(t *testing.T) {
 		})
 	}
 }
+
+// A ChangeCounter run down a history (as art log does) counts what a
+// count of each commit alone does, and decodes each changed tree once:
+// a commit's trees are the next count's new side.
+func TestChangeCounterDecodesEachTreeOnce(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	files := map[string]string{}
+	for i := range 50 {
+		files[fmt.Sprintf("big/f%02d", i)] = "v0\n"
+	}
+	files["other/x"] = "x\n"
+	writeFiles(t, ws, files)
+	push(t, r, ws, "v0")
+	for i := range 6 {
+		switch i % 3 {
+		case 0:
+			writeFiles(t, ws, map[string]string{fmt.Sprintf("big/f%02d", i): fmt.Sprintf("v%d\n", i+1)})
+		case 1:
+			writeFiles(t, ws, map[string]string{fmt.Sprintf("big/new%d", i): "new\n"})
+		case 2:
+			os.Remove(filepath.Join(ws, "big", fmt.Sprintf("f%02d", i)))
+		}
+		push(t, r, ws, fmt.Sprintf("v%d", i+1))
+	}
+	tip, err := r.BranchTip("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := r.Log([]objects.ID{tip}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := r.NewChangeCounter()
+	for _, e := range entries {
+		a, m, d, err := cc.Counts(e.Commit)
+		a1, m1, d1, err1 := r.ChangeCounts(e.Commit)
+		if err != nil || err1 != nil || a != a1 || m != m1 || d != d1 {
+			t.Errorf("%s: counted %d %d %d (%v) down the log, %d %d %d (%v) alone", e.ID.Short(), a, m, d, err, a1, m1, d1, err1)
+		}
+	}
+	// Each push changed the root, the workspace and big: three trees, read
+	// once each, plus the first commit's four (root, ws, big, other).
+	if want := 3*6 + 4; cc.decoded != want {
+		t.Errorf("decoded %d trees for %d commits, want %d", cc.decoded, len(entries), want)
+	}
+}
