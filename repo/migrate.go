@@ -12,7 +12,8 @@ import (
 // migrateWorkspaces is the Go part of schema 3 → 4 (the SQL part re-marks
 // old rows' branches): it moves the record of each workspace an older
 // build kept under a link's path to its real path (relinkWorkspace), and
-// makes the repository private, as art init now makes it. A link that
+// the repository is made private, as art init now makes it, once the
+// migration committed (applyMigrations). A link that
 // does not resolve now (a disk not mounted) is moved later, by the first
 // push or status that names the workspace through it.
 func migrateWorkspaces(tx *sql.Tx, path string) error {
@@ -43,8 +44,7 @@ func migrateWorkspaces(tx *sql.Tx, path string) error {
 			return err
 		}
 	}
-	makePrivate(path)
-	return nil
+	return nil // applyMigrations makes the repository private once this committed
 }
 
 // execQuerier is what relinkWorkspace needs: a transaction.
@@ -128,19 +128,31 @@ func (r *Repo) relinkWorkspace(abs, real string) error {
 	if abs == real {
 		return nil
 	}
+	// Failed, the move changed nothing: the record stays under the
+	// link, where the next command through it finds it again (under the
+	// real path alone, the workspace would look never synced).
+	fail := func(err error) error {
+		return fmt.Errorf("%w; the repository is unchanged (the record stays under %s): fix the cause and run the command again through the link", err, abs)
+	}
 	var n int
-	if err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, abs).Scan(&n); err != nil || n == 0 {
-		return err
+	if err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, abs).Scan(&n); err != nil {
+		return fail(fmt.Errorf("look up the record of workspace %s: %w", abs, err))
+	}
+	if n == 0 {
+		return nil
 	}
 	tx, err := r.Begin()
 	if err != nil {
-		return err
+		return fail(fmt.Errorf("move the record of workspace %s to %s: %w", abs, real, err))
 	}
 	defer tx.Rollback()
 	if err := relinkWorkspace(tx, abs, real); err != nil {
-		return err
+		return fail(err)
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return fail(fmt.Errorf("move the record of workspace %s to %s: %w", abs, real, err))
+	}
+	return nil
 }
 
 // makePrivate takes group and other access away from the repository file,

@@ -463,27 +463,44 @@ func (r *Repo) applyMigrations(from int) error {
 			from = now
 		}
 	}
+	// A failure rolls the whole migration back: the message says so, and
+	// what to do (the caller adds why a read-only or full repository
+	// failed).
+	fail := func(v int, err error) error {
+		if from == 0 {
+			return fmt.Errorf("create the schema: %w", err)
+		}
+		return fmt.Errorf("migrate schema %d→%d: %w; the repository is unchanged (schema %d): fix the cause and run the command again (the art build that wrote it still opens it, and its 'art fsck' checks it)", v, v+1, err, from)
+	}
 	for v := from; v < SchemaVersion; v++ {
 		for _, stmt := range splitSQL(migrations[v]) {
 			if _, err := tx.Exec(stmt); err != nil {
-				return fmt.Errorf("migrate schema %d→%d: %w", v, v+1, err)
+				return fail(v, err)
 			}
 		}
 		if v == 0 {
 			if _, err := tx.Exec(`INSERT INTO meta(key, value) VALUES('head', 'ref:main')`); err != nil {
-				return err
+				return fail(v, fmt.Errorf("record HEAD: %w", err))
 			}
 		}
 		if f := afterMigration[v]; f != nil {
 			if err := f(tx, r.Path); err != nil {
-				return fmt.Errorf("migrate schema %d→%d: %w", v, v+1, err)
+				return fail(v, err)
 			}
 		}
 	}
 	if _, err := tx.Exec(`INSERT INTO meta(key, value) VALUES('schema_version', ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, strconv.Itoa(SchemaVersion)); err != nil {
-		return err
+		return fail(SchemaVersion-1, fmt.Errorf("record schema version %d: %w", SchemaVersion, err))
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return fail(SchemaVersion-1, fmt.Errorf("commit: %w", err))
+	}
+	if from > 0 && from <= 3 {
+		// After the commit: a migration that fails leaves the host's
+		// files as they were too.
+		makePrivate(r.Path)
+	}
+	return nil
 }
 
 func splitSQL(s string) []string {

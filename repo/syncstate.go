@@ -385,7 +385,7 @@ func migrateSyncedBlobs(tx *sql.Tx) error {
 	}
 	rows, err := tx.Query(`SELECT workspace, enc, data FROM synced`)
 	if err != nil {
-		return err
+		return fmt.Errorf("read the sync state: %w", err)
 	}
 	type blob struct {
 		ws   string
@@ -397,13 +397,13 @@ func migrateSyncedBlobs(tx *sql.Tx) error {
 		var b blob
 		if err := rows.Scan(&b.ws, &b.enc, &b.data); err != nil {
 			rows.Close()
-			return err
+			return fmt.Errorf("read the sync state: %w", err)
 		}
 		blobs = append(blobs, b)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("read the sync state: %w", err)
 	}
 	for _, b := range blobs {
 		raw, err := objects.Decompress(b.data, b.enc, 0)
@@ -418,8 +418,10 @@ func migrateSyncedBlobs(tx *sql.Tx) error {
 			return err
 		}
 	}
-	_, err = tx.Exec(`DROP TABLE synced`)
-	return err
+	if _, err := tx.Exec(`DROP TABLE synced`); err != nil {
+		return fmt.Errorf("drop the converted sync state: %w", err)
+	}
+	return nil
 }
 
 // cleanSyncPath reports whether p is a workspace-relative path as a sync
@@ -492,8 +494,10 @@ func migrateSyncedRows(tx *sql.Tx) error {
 			return err
 		}
 	}
-	_, err = tx.Exec(`DROP TABLE synced`)
-	return err
+	if _, err := tx.Exec(`DROP TABLE synced`); err != nil {
+		return fmt.Errorf("drop the converted sync state: %w", err)
+	}
+	return nil
 }
 
 // migrateSyncRowsWithoutTreeID rewrites the "artsdir2" rows of builds
