@@ -255,9 +255,10 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 }
 
 // ErrReaderHolds is compact's error when another connection reads the
-// repository: its snapshot keeps the write-ahead log, and the file
-// shrinks once it ends.
-var ErrReaderHolds = errors.New("another command is reading the repository (art log in a pager, say); the file shrinks once it ends")
+// repository: its snapshot keeps the write-ahead log. compact says what
+// follows: before the rewrite, nothing was compacted (the next gc does
+// it); after it, the file shrinks once the reader ends.
+var ErrReaderHolds = errors.New("another command is reading the repository (art log in a pager, say)")
 
 // truncateWAL checkpoints the write-ahead log into the file and truncates
 // it, waiting at most wait for readers (busy_timeout would wait 30 s);
@@ -266,7 +267,7 @@ var ErrReaderHolds = errors.New("another command is reading the repository (art 
 func (r *Repo) truncateWAL(conn *sql.Conn, wait time.Duration) error {
 	ctx := context.Background()
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout=%d`, wait.Milliseconds())); err != nil {
-		return err
+		return fmt.Errorf("checkpoint %s: %w", r.Path, err)
 	}
 	defer conn.ExecContext(ctx, `PRAGMA busy_timeout=30000`)
 	var busy, logged, done int
@@ -308,16 +309,20 @@ func (r *Repo) compact() (before, after int64, err error) {
 	ctx := context.Background()
 	conn, err := r.DB.Conn(ctx)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("compact %s: %w", r.Path, err)
 	}
 	defer conn.Close()
 	// A reader's snapshot would keep the old pages in the log, and the
 	// file its size: then there is nothing to gain now.
-	if err := r.truncateWAL(conn, 2*time.Second); err != nil {
+	if err := r.truncateWAL(conn, 2*time.Second); errors.Is(err, ErrReaderHolds) {
+		// Nothing was rewritten: the file keeps its size after the
+		// reader too ("shrinks once it ends" sent the user waiting).
+		return 0, 0, fmt.Errorf("%w; run art gc again once it ends to compact the file", err)
+	} else if err != nil {
 		return 0, 0, err
 	}
 	if _, err := conn.ExecContext(ctx, `PRAGMA temp_store=FILE`); err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("compact %s: %w", r.Path, err)
 	}
 	_, err = conn.ExecContext(ctx, `VACUUM`)
 	conn.ExecContext(ctx, `PRAGMA temp_store=MEMORY`)
@@ -325,7 +330,9 @@ func (r *Repo) compact() (before, after int64, err error) {
 		err = terr
 	}
 	if errors.Is(err, ErrReaderHolds) {
-		return 0, 0, err
+		// Rewritten: the log holds the compacted file, which the first
+		// checkpoint after the reader writes back.
+		return 0, 0, fmt.Errorf("%w; the file shrinks once it ends", err)
 	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("compact %s: %w", r.Path, err)

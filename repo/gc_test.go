@@ -1,9 +1,12 @@
 package repo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -523,5 +526,83 @@ func TestGCCompacts(t *testing.T) {
 	}
 	if fr, err := r.Fsck(nil); err != nil || len(fr.Problems) > 0 {
 		t.Fatalf("fsck after the compaction: %+v, %v", fr, err)
+	}
+}
+
+// chattr sets or clears a file attribute (+a: append-only) and clears it
+// again when the test ends; the test is skipped where it cannot (not
+// root, a filesystem without attributes).
+func chattr(t *testing.T, flag, path string) {
+	t.Helper()
+	if out, err := exec.Command("chattr", flag, path).CombinedOutput(); err != nil {
+		t.Skipf("chattr %s %s: %v %s", flag, path, err, out)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-a", path).Run() })
+}
+
+// garbage stores 4 MiB no commit references and returns the repository's
+// write-ahead log to empty.
+func garbage(t *testing.T, r *Repo) {
+	t.Helper()
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 4<<20)
+	rand.New(rand.NewSource(3)).Read(big)
+	if _, _, err := tx.PutFile(bytes.NewReader(big)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ShrinkWAL(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The checkpoint of compact failing outright (not a reader: the log or
+// the file cannot be truncated, as after chattr +a): gc's deletions
+// stand, the error says what failed and where, the repository stays
+// sound, and the next gc compacts once the cause is gone.
+func TestGCCompactionFails(t *testing.T) {
+	for _, tc := range []struct{ name, suffix string }{
+		{"the log cannot be truncated", "-wal"},
+		{"the file cannot be truncated", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			garbage(t, r)
+			chattr(t, "+a", r.Path+tc.suffix)
+			res, err := r.GC(nil)
+			if err != nil {
+				t.Fatalf("gc failed with its deletions done: %v", err)
+			}
+			if res.Files != 1 || res.Chunks == 0 {
+				t.Errorf("gc freed %+v; want the garbage file and its chunks", res)
+			}
+			if res.CompactErr == nil || errors.Is(res.CompactErr, ErrReaderHolds) || res.FileBefore != 0 {
+				t.Fatalf("compaction beside a file that cannot be truncated: %+v", res)
+			}
+			if msg := res.CompactErr.Error(); !strings.Contains(msg, "checkpoint "+r.Path) {
+				t.Errorf("the error does not say what failed on which file: %v", res.CompactErr)
+			}
+			var n int
+			if err := r.DB.QueryRow(`SELECT count(*) FROM chunks`).Scan(&n); err != nil || n != 0 {
+				t.Errorf("the repository after the failed compaction: %d chunks, %v", n, err)
+			}
+			exec.Command("chattr", "-a", r.Path+tc.suffix).Run()
+			r = reopen(t, r)
+			if fr, err := r.Fsck(nil); err != nil || len(fr.Problems) > 0 {
+				t.Fatalf("fsck after the failed compaction: %+v, %v", fr, err)
+			}
+			res, err = r.GC(nil)
+			if err != nil || res.CompactErr != nil {
+				t.Fatalf("the next gc: %+v, %v", res, err)
+			}
+			if st, err := os.Stat(r.Path); err != nil || st.Size() > 1<<20 {
+				t.Errorf("the file after the next gc: %v, %v; want it compacted", st.Size(), err)
+			}
+		})
 	}
 }
