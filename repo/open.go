@@ -173,7 +173,9 @@ func ReadOnlyAdvice(path string) string {
 		if unix.Statfs(dir, &st) == nil && st.Flags&unix.ST_RDONLY != 0 {
 			return fmt.Sprintf("the filesystem holding the repository (%s) is mounted read-only: remount it read-write, or name another repository with -d", dir)
 		}
-		for _, p := range []string{path, dir} {
+		// The -wal and -shm files too: SQLite opens the repository
+		// read-only when it cannot write them.
+		for _, p := range []string{path, path + "-wal", path + "-shm", dir} {
 			var stx unix.Statx_t
 			const locked = unix.STATX_ATTR_IMMUTABLE | unix.STATX_ATTR_APPEND
 			if unix.Statx(unix.AT_FDCWD, p, 0, 0, &stx) == nil && stx.Attributes&stx.Attributes_mask&locked != 0 {

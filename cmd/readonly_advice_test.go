@@ -1,0 +1,26 @@
+package cmd
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// A repository whose -wal file is append-only (chattr +a) opens read-only:
+// the advice names that file and the way out, not the permissions.
+func TestReadOnlyAdviceNamesTheLog(t *testing.T) {
+	db := garbageRepo(t)
+	if out, err := exec.Command("chattr", "+a", db+"-wal").CombinedOutput(); err != nil {
+		t.Skipf("chattr: %v %s", err, out)
+	}
+	defer exec.Command("chattr", "-a", db+"-wal").Run()
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"gc", "-d", db}, strings.NewReader(""), &stdout, &stderr)
+	if code == 0 {
+		t.Fatalf("art gc beside an append-only log succeeded:\n%s%s", &stdout, &stderr)
+	}
+	if want := db + "-wal is immutable or append-only"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("art gc does not say %q:\n%s", want, &stderr)
+	}
+}
