@@ -379,7 +379,9 @@ func commitWorktree(g *globals, r *repo.Repo, wt *repo.Worktree, msg, branch str
 		// Its journal replayed and nothing in it: kept, it stayed in
 		// art status for good and kept push off its branch.
 		if err := overlay.Discard(r, wt); err != nil {
-			return fmt.Errorf("nothing to commit: worktree #%d has no changes (removing it failed: %w)", wt.ID, err)
+			// It stays, interrupted, in art status: the message says
+			// how to remove it once the cause is gone.
+			return fmt.Errorf("nothing to commit: worktree #%d has no changes, but removing it failed: %w; it stays as it was (see 'art status'): once the cause is fixed, 'art commit --worktree %d' removes it", wt.ID, err, wt.ID)
 		}
 		return fmt.Errorf("nothing to commit: worktree #%d had no changes; removed it", wt.ID)
 	}
