@@ -213,12 +213,26 @@ func (t *ptyIO) sendEOF() {
 	if err != nil {
 		return
 	}
-	// The pty is non-blocking: a full input queue refuses the byte
-	// (EAGAIN), which is tried again while the command reads (bounded,
-	// 2 s), not inside Control, which would hold close up.
+	// A full input queue refuses the byte (EAGAIN), which is tried again
+	// while the command reads (bounded, 2 s), not inside Control, which
+	// would hold close up. The pty is in blocking mode (creack/pty's
+	// ioctls call Fd(), which sets it so): a write to a full queue waited
+	// there, past the session's end, for a command that no longer read.
+	// poll(2) without a timeout says whether the byte goes in now.
 	for tries := 0; tries < 200; tries++ {
 		var werr error
 		if rc.Control(func(fd uintptr) {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+			if n, err := unix.Poll(pfd, 0); err != nil || n != 1 {
+				werr = unix.EAGAIN // full (or interrupted): again
+				return
+			} else if pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				werr = unix.EIO // the command's side is closed
+				return
+			} else if pfd[0].Revents&unix.POLLOUT == 0 {
+				werr = unix.EAGAIN
+				return
+			}
 			c := byte(4)
 			if tio, err := unix.IoctlGetTermios(int(fd), unix.TCGETS); err == nil && tio.Lflag&unix.ICANON != 0 && tio.Cc[unix.VEOF] != 0 {
 				c = tio.Cc[unix.VEOF]
