@@ -186,7 +186,7 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 	sweep := func(table string, keep map[objects.ID]bool, sizeExpr string, count *int) error {
 		rows, err := tx.Query(`SELECT id, ` + sizeExpr + ` FROM ` + table)
 		if err != nil {
-			return err
+			return fmt.Errorf("gc %s: %w", table, err)
 		}
 		var dead [][]byte
 		var bytes int64
@@ -195,7 +195,7 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 			var n int64
 			if err := rows.Scan(&b, &n); err != nil {
 				rows.Close()
-				return err
+				return fmt.Errorf("gc %s: %w", table, err)
 			}
 			id, err := objects.FromBytes(b)
 			if err != nil || !keep[id] {
@@ -204,6 +204,9 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 			}
 		}
 		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("gc %s: %w", table, err)
+		}
 		if table == "commits" && len(dead) > 0 {
 			// A workspace may last have synced with a commit gc frees;
 			// its reference must go first (foreign keys are enforced).
@@ -220,32 +223,37 @@ func (r *Repo) GC(extra ExtraRoots) (*GCResult, error) {
 		res.BytesFreed += bytes
 		return nil
 	}
+	// The deletions are one transaction: a failure rolls them all back,
+	// and says so (the user otherwise could not tell what gc left).
+	fail := func(err error) (*GCResult, error) {
+		return nil, fmt.Errorf("%w; nothing was deleted (run art gc again once the cause is fixed)", err)
+	}
 	if err := sweep("commits", rc.commits, "length(data)", &res.Commits); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if err := sweep("trees", rc.trees, "length(data)", &res.Trees); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if err := sweep("files", rc.files, "length(chunks)", &res.Files); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if err := sweep("chunks", chunksKept, "length(data)", &res.Chunks); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	// The stat cache must not name content that is gone.
 	if err := tx.pruneSynced(func(id objects.ID) bool { return rc.files[id] }); err != nil {
-		return nil, err
+		return fail(fmt.Errorf("gc: %w", err))
 	}
 	if _, err := tx.Exec(`UPDATE workspaces SET commit_id=NULL WHERE commit_id NOT IN (SELECT id FROM commits)`); err != nil {
-		return nil, err
+		return fail(fmt.Errorf("gc workspaces: %w", err))
 	}
 	// A push that read its stat cache before this transaction must not
 	// trust it after: it may name content just deleted (see Push).
 	if err := bumpGCGeneration(tx); err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("gc: %w", err)
+		return fail(fmt.Errorf("gc: %w", err))
 	}
 	r.mu.Lock()
 	r.objCache.init()

@@ -606,3 +606,54 @@ func TestGCCompactionFails(t *testing.T) {
 		})
 	}
 }
+
+// gc's deletions are one transaction: a statement that fails in it (here
+// a trigger aborts it) leaves every object, and the error says what
+// failed, that nothing was deleted and what to do.
+func TestGCFailureDeletesNothing(t *testing.T) {
+	for _, tc := range []struct{ name, trigger, want string }{
+		{"deleting a chunk", `CREATE TRIGGER inj BEFORE DELETE ON chunks BEGIN SELECT RAISE(ABORT, 'injected failure'); END`, "gc chunks"},
+		{"deleting a commit", `CREATE TRIGGER inj BEFORE DELETE ON commits BEGIN SELECT RAISE(ABORT, 'injected failure'); END`, "gc commits"},
+		{"clearing a workspace's commit", `CREATE TRIGGER inj BEFORE UPDATE ON workspaces BEGIN SELECT RAISE(ABORT, 'injected failure'); END`, "gc workspaces"},
+		{"counting the gc", `CREATE TRIGGER inj BEFORE INSERT ON meta WHEN NEW.key='gc_generation' BEGIN SELECT RAISE(ABORT, 'injected failure'); END`, "gc: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a1\n"})
+			v1 := push(t, r, ws, "v1").Commit
+			// Garbage of each kind: a commit no branch reaches, which
+			// the workspace last synced with, and content no tree names.
+			tx, err := r.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead := putCommitTx(t, tx, "dead", v1)
+			if _, _, err := tx.PutFile(strings.NewReader(strings.Repeat("garbage\n", 1000))); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.DB.Exec(`UPDATE workspaces SET commit_id=?`, dead[:]); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.DB.Exec(tc.trigger); err != nil {
+				t.Fatal(err)
+			}
+			before := dbDump(t, r.Path)
+			_, err = r.GC(nil)
+			if err == nil {
+				t.Fatalf("gc did not fail")
+			}
+			for _, w := range []string{tc.want, "injected failure", "nothing was deleted", "run art gc again"} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q: %v", w, err)
+				}
+			}
+			if after := dbDump(t, r.Path); after != before {
+				t.Errorf("the failed gc changed the repository")
+			}
+		})
+	}
+}
