@@ -303,6 +303,11 @@ func TestRelinkWorkspaceFailure(t *testing.T) {
 				if after := dbDump(t, r.Path); after != before {
 					t.Errorf("the failed %s changed the repository:\nbefore:\n%s\nafter:\n%s", tc.name, before, after)
 				}
+				// The record is still the workspace's (art's search for the
+				// workspace from a subdirectory asks so).
+				if !r.KnownWorkspace(link) {
+					t.Errorf("after the failed move, the workspace looks never synced")
+				}
 			})
 		}
 	}

@@ -23,9 +23,12 @@ func (d *Drift) Clean() bool { return len(d.Added)+len(d.Modified)+len(d.Deleted
 // KnownWorkspace reports whether a push or pull has synced the host
 // directory abs.
 func (r *Repo) KnownWorkspace(abs string) bool {
-	abs, _ = r.workspaceKey(abs) // a failure: the lookup says never synced
+	// A record an older build kept under a link's path that could not be
+	// moved (relinkWorkspace failed) is still the workspace's: looked up
+	// under the real path alone, it was taken for never synced.
+	key, _ := r.workspaceKey(abs)
 	var n int
-	err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, abs).Scan(&n)
+	err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path IN (?, ?)`, key, abs).Scan(&n)
 	return err == nil && n > 0
 }
 
