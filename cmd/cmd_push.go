@@ -29,9 +29,11 @@ session changed and DIR did not is kept (a snapshot would undo it), and a
 path both changed differently is a conflict that stops the push. A push
 to a new branch (-b NAME) records DIR as it is, on the commit DIR last
 synced with (what its content grew from). Paths .artignore leaves out
-keep what the branch holds. A branch a live session works on, or that
-holds an interrupted worktree ('art status'), is refused: its commit
-would find the branch moved.
+keep what the branch holds, and so do paths the .artignore of the commit
+DIR last synced with left out, where DIR has nothing (pull did not write
+them: no deletion). A branch a live session works on, or that holds an
+interrupted worktree ('art status'), is refused: its commit would find
+the branch moved.
 
 Each entry added or changed since the last push or pull is listed as
 FILE /ws/path (SIZE bytes, ID), DIR /ws/path, LINK /ws/path -> TARGET or
@@ -72,6 +74,10 @@ them).`,
 			if res.Merged > 0 {
 				fmt.Fprintf(g.stdout, "merged with %d change(s) made on %s since %s last synced (%s); 'art pull -m %s' brings them here\n",
 					res.Merged, where, abs, res.MergedSince.Short(), abs)
+			}
+			if res.KeptUnsynced > 0 {
+				fmt.Fprintf(g.stdout, "kept %d path(s) of the branch that %s never had (.artignore left them out when it last synced); 'art pull -m %s' brings them here\n",
+					res.KeptUnsynced, abs, abs)
 			}
 			fmt.Fprintf(g.stdout, "[%s %s] %d files, %d dirs, %d links; %d read, %d new objects, %s stored in %s\n",
 				where, res.Commit.Short(), res.Files, res.Dirs, res.Links, res.Hashed, res.NewObjects,

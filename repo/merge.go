@@ -3,7 +3,10 @@ package repo
 import (
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 
 	"github.com/artproject/art/objects"
 )
@@ -456,6 +459,100 @@ func (tx *Tx) keepExcluded(sc *scanner, rel string, host, tip objects.ID, kept *
 	out.Entries = append(out.Entries, keep...)
 	out.Sort()
 	return tx.PutTree(out)
+}
+
+// keepUnsynced puts back into the host's workspace tree (host) what the
+// commit the workspace last synced with (from) holds at paths that its
+// .artignore (was) left out, that the host's .artignore no longer leaves
+// out, that no sync row lists and that the host does not have. Pull did
+// not write them, so the host never had them and their absence is no
+// deletion: an agent's build output at a path ignored then vanished from
+// the branch at the first push after the user removed the pattern, with
+// no conflict and no word. A path a row lists is one the host had, and
+// its absence a deletion. Only directories that differ are visited; kept
+// counts the entries put back.
+func (tx *Tx) keepUnsynced(sc *scanner, was gitignore.Matcher, rel string, host, from objects.ID, kept *int) (objects.ID, error) {
+	if was == nil || host == from || from.IsZero() || host.IsZero() {
+		return host, nil
+	}
+	ht, err := tx.LoadTree(host)
+	if err != nil {
+		return objects.Zero, fmt.Errorf("push: %s: %w", rel, err)
+	}
+	ft, err := tx.LoadTree(from)
+	if err != nil {
+		return objects.Zero, fmt.Errorf("push: %s: %w", rel, err)
+	}
+	listed := map[string]bool{}
+	if row, ok := sc.synced[rel]; ok {
+		// A row that does not decode lists nothing: only what the old
+		// .artignore left out is put back, which deletes nothing the
+		// branch holds.
+		_, _ = decodeSyncRow(rel, row, func(name string, _ *syncedEntry) { listed[name] = true })
+	}
+	out := &objects.Tree{Entries: append([]objects.Entry(nil), ht.Entries...)}
+	changed := false
+	var keep []objects.Entry // appended once the search of out is done
+	for i := range ft.Entries {
+		e := &ft.Entries[i]
+		r := joinRel(rel, e.Name)
+		isDir := e.Type == objects.TypeDir
+		he, ok := out.Find(e.Name)
+		if !ok {
+			if !listed[e.Name] && !sc.excluded(r, isDir) && excludedBy(was, r, isDir) {
+				keep = append(keep, *e)
+				*kept++
+				changed = true
+			}
+			continue
+		}
+		if he.Type == objects.TypeDir && isDir && he.ID != e.ID {
+			id, err := tx.keepUnsynced(sc, was, r, he.ID, e.ID, kept)
+			if err != nil {
+				return objects.Zero, err
+			}
+			if id != he.ID {
+				he.ID = id
+				changed = true
+			}
+		}
+	}
+	if !changed {
+		return host, nil
+	}
+	out.Entries = append(out.Entries, keep...)
+	out.Sort()
+	return tx.PutTree(out)
+}
+
+// excludedBy reports whether the patterns m leave out rel or a directory
+// it is in (as in git, nothing below a directory left out is seen).
+func excludedBy(m gitignore.Matcher, rel string, isDir bool) bool {
+	parts := strings.Split(rel, "/")
+	for i := 1; i <= len(parts); i++ {
+		if m.Match(parts[:i], i < len(parts) || isDir) {
+			return true
+		}
+	}
+	return false
+}
+
+// ignoreOf compiles the .artignore that the workspace tree ws holds: nil
+// when it holds none (or one no push would read).
+func (tx *Tx) ignoreOf(ws objects.ID) (gitignore.Matcher, error) {
+	t, err := tx.LoadTree(ws)
+	if err != nil {
+		return nil, err
+	}
+	e, ok := t.Find(IgnoreName)
+	if !ok || e.Type != objects.TypeFile || e.Size > maxIgnoreSize {
+		return nil, nil
+	}
+	data, err := tx.r.ReadFile(e.ID, int64(e.Size))
+	if err != nil {
+		return nil, err
+	}
+	return compileIgnore(string(data)), nil
 }
 
 // syncedRootMode is the mode the workspace's root had in the commit it

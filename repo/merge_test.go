@@ -878,3 +878,94 @@ func pushOnto(t *testing.T, r *Repo, ws, branch string) *PushResult {
 	}
 	return res
 }
+
+// A path the workspace's .artignore left out when it last synced holds
+// what the branch kept there (an agent's output, which pull did not
+// write). Once .artignore no longer leaves it out, the host not having it
+// is no deletion: the push took the host's tree as it was, and the
+// agent's output vanished from the branch with no conflict and no word.
+// A path the host had and deleted is still a deletion.
+func TestUnignoredPathsKeepTheBranchs(t *testing.T) {
+	const pulled, pushed, moved = 0, 1, 2 // how the host last synced
+	cases := []struct {
+		name     string
+		ignore   string            // the host's .artignore when it pulls the session
+		sync     int               // pulled, pushed after that, or the branch moved after the push
+		after    string            // .artignore at the push ("" deletes it)
+		host     map[string]string // files the host writes before the push
+		remove   []string          // paths the host deletes before the push
+		want     map[string]string // workspace files of the pushed commit, .artignore aside
+		wantKept int
+	}{
+		{"pattern removed after a pull", "*.log\ndist/\n", pulled, "", nil, nil,
+			map[string]string{"a": "agent\n", "keep": "k\n", "dist/app.js": "built\n", "build.log": "log\n"}, 2},
+		{"pattern removed after a push", "*.log\ndist/\n", pushed, "", nil, nil,
+			map[string]string{"a": "agent\n", "keep": "k\n", "dist/app.js": "built\n", "build.log": "log\n"}, 2},
+		{"pattern removed, branch moved", "*.log\ndist/\n", moved, "", nil, nil,
+			map[string]string{"a": "agent2\n", "keep": "k\n", "dist/app.js": "built\n", "build.log": "log\n"}, 2},
+		{"one pattern of two removed", "*.log\ndist/\n", pushed, "dist/\n", nil, nil,
+			map[string]string{"a": "agent\n", "keep": "k\n", "dist/app.js": "built\n", "build.log": "log\n"}, 1},
+		{"still left out", "*.log\ndist/\n", pushed, "*.log\ndist/\n", nil, nil,
+			map[string]string{"a": "agent\n", "keep": "k\n", "dist/app.js": "built\n", "build.log": "log\n"}, 0},
+		{"host deletes paths it had", "*.log\n", pushed, "", nil, []string{"keep", "dist/app.js"},
+			map[string]string{"a": "agent\n", "build.log": "log\n"}, 1},
+		{"host has its own file there", "*.log\n", pushed, "", map[string]string{"build.log": "mine\n"}, nil,
+			map[string]string{"a": "agent\n", "keep": "k\n", "dist/app.js": "built\n", "build.log": "mine\n"}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a1\n", "keep": "k\n"})
+			push(t, r, ws, "v1")
+			agentSession(t, r, func(dir string) {
+				writeFiles(t, dir, map[string]string{"dist/app.js": "built\n", "build.log": "log\n", "a": "agent\n"})
+			})
+			// The user's .artignore, pushed (the branch keeps the
+			// agent's files it leaves out), then the branch pulled:
+			// pull leaves them out.
+			writeFiles(t, ws, map[string]string{".artignore": c.ignore})
+			push(t, r, ws, "ignore")
+			tip, err := r.BranchTip("main")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Pull(PullOptions{Dir: ws, Commit: tip, Branch: "main"}); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{"dist", "build.log"} {
+				if _, err := os.Lstat(filepath.Join(ws, p)); err == nil && excludedBy(compileIgnore(c.ignore), p, p == "dist") {
+					t.Fatalf("pull wrote %s, which .artignore leaves out", p)
+				}
+			}
+			if c.sync >= pushed {
+				push(t, r, ws, "synced")
+			}
+			if c.sync == moved {
+				agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent2\n"}) })
+			}
+			if c.host != nil {
+				writeFiles(t, ws, c.host)
+			}
+			for _, p := range c.remove {
+				if err := os.Remove(filepath.Join(ws, p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.after == "" {
+				os.Remove(filepath.Join(ws, ".artignore"))
+			} else {
+				writeFiles(t, ws, map[string]string{".artignore": c.after})
+			}
+			res := push(t, r, ws, "after")
+			if res.KeptUnsynced != c.wantKept {
+				t.Errorf("push kept %d path(s) the host never had, want %d", res.KeptUnsynced, c.wantKept)
+			}
+			got := contentOf(t, r, res.Commit, "ws")
+			delete(got, ".artignore")
+			if !equalMaps(got, c.want) {
+				t.Errorf("commit holds %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -54,6 +54,11 @@ type PushResult struct {
 	// changes went on top of them.
 	Merged      int
 	MergedSince objects.ID
+	// KeptUnsynced counts the entries of the commit the workspace last
+	// synced with that its .artignore left out, the host's no longer
+	// does, and the host does not have and never had (no sync row
+	// lists them): kept, not taken for deletions.
+	KeptUnsynced int
 }
 
 // DetachedHead is what the workspaces table records as the branch of a
@@ -410,6 +415,30 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 	kept := 0
 	if wsTree, err = tx.keepExcluded(sc, "", wsTree, prevWS, &kept); err != nil {
 		return nil, err
+	}
+	if hasSynced && len(sc.synced) > 0 {
+		// What the commit the host synced with holds where its
+		// .artignore left out what the host's no longer does.
+		if ok, err := tx.hasCommit(syncedWith); err != nil {
+			return nil, err
+		} else if ok {
+			sw, err := tx.LoadCommit(syncedWith)
+			if err != nil {
+				return nil, err
+			}
+			if e := tx.prevEntries(sw.Tree)[name]; e != nil && e.Type == objects.TypeDir {
+				was, err := tx.ignoreOf(e.ID)
+				if err != nil {
+					return nil, fmt.Errorf("push %s: %w", dir, err)
+				}
+				n := 0
+				if wsTree, err = tx.keepUnsynced(sc, was, "", wsTree, e.ID, &n); err != nil {
+					return nil, err
+				}
+				kept += n
+				res.KeptUnsynced = n
+			}
+		}
 	}
 	onto := branch // for messages
 	if onto == "" {
