@@ -380,6 +380,54 @@ func TestHostDrift(t *testing.T) {
 	}
 }
 
+// A deletion at a path .artignore now leaves out is none that push
+// records (it keeps what the branch holds there): status listed it as
+// deleted and said to record it with art push, which then kept it.
+func TestHostDriftLeavesOutIgnoredDeletions(t *testing.T) {
+	cases := []struct {
+		name   string
+		ignore string
+		remove []string
+		want   string // Deleted, comma-separated
+	}{
+		{"file pattern", "/c\n", []string{"c"}, ""},
+		{"directory pattern", "build/\n", []string{"build"}, ""},
+		{"glob below a directory", "*.log\n", []string{"build/x.log"}, ""},
+		{"not left out", "*.log\n", []string{"c"}, "c"},
+		{"directory pattern, a file of that name", "c/\n", []string{"c"}, "c"},
+		{"one left out, one not", "/c\n", []string{"c", "build"}, "build,build/out,build/x.log"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a\n", "c": "c\n", "build/out": "o\n", "build/x.log": "l\n"})
+			push(t, r, ws, "")
+			for _, p := range c.remove {
+				if err := os.RemoveAll(filepath.Join(ws, p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			writeFiles(t, ws, map[string]string{".artignore": c.ignore})
+			d, err := r.HostDrift(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(d.Deleted, ","); got != c.want {
+				t.Errorf("deleted %q, want %q", got, c.want)
+			}
+			// What push then records agrees.
+			res := push(t, r, ws, "")
+			got := wsEntries(t, r, res.Commit, "ws")
+			for _, p := range c.remove {
+				if _, kept := got[p]; kept == strings.Contains(","+c.want+",", ","+p+",") {
+					t.Errorf("status and push disagree on %s: status deleted %q, commit %v", p, c.want, got)
+				}
+			}
+		})
+	}
+}
+
 func TestPushFailsOnFullDisk(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("SKIP: mounting a small tmpfs needs root")

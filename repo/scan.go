@@ -169,6 +169,18 @@ func (s *scanner) excluded(rel string, isDir bool) bool {
 	return false
 }
 
+// leftOut reports whether rel (slash-separated) or a directory it is in
+// is left out of the repository (see excluded).
+func (s *scanner) leftOut(rel string, isDir bool) bool {
+	parts := strings.Split(rel, "/")
+	for i := 1; i <= len(parts); i++ {
+		if s.excluded(strings.Join(parts[:i], "/"), i < len(parts) || isDir) {
+			return true
+		}
+	}
+	return false
+}
+
 // isRepoFile reports whether the file name in directory dirAbs is the
 // repository or one of its companions.
 func (s *scanner) isRepoFile(dirAbs, name string, st *syscall.Stat_t) bool {

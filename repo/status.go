@@ -104,8 +104,11 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 		}
 	}
 	for _, p := range syncedPaths(sc.synced) {
-		if !seen[p] {
-			d.Deleted = append(d.Deleted, p)
+		// A path .artignore leaves out now is no deletion: push keeps
+		// what the branch holds there (status said "deleted", and that
+		// push would record it).
+		if !seen[p.rel] && !sc.leftOut(p.rel, p.dir) {
+			d.Deleted = append(d.Deleted, p.rel)
 		}
 	}
 	// The workspace root's own mode, which no sync row lists.

@@ -228,21 +228,28 @@ func (r *Repo) loadSyncRows(workspace string) (map[string][]byte, error) {
 
 // syncedPaths lists every path the rows of a workspace name (a row that
 // does not decode names none).
-func syncedPaths(rows map[string][]byte) []string {
-	var out []string
+func syncedPaths(rows map[string][]byte) []syncedPath {
+	var out []syncedPath
 	for dir, data := range rows {
-		var names []string
-		_, err := decodeSyncRow(dir, data, func(name string, _ *syncedEntry) {
+		var names []syncedPath
+		_, err := decodeSyncRow(dir, data, func(name string, e *syncedEntry) {
 			if dir != "" {
 				name = dir + "/" + name
 			}
-			names = append(names, name)
+			names = append(names, syncedPath{name, e.typ == objects.TypeDir})
 		})
 		if err == nil {
 			out = append(out, names...)
 		}
 	}
 	return out
+}
+
+// syncedPath is one path the sync state lists, and whether it was a
+// directory.
+type syncedPath struct {
+	rel string
+	dir bool
 }
 
 // syncedOf is the sync state recorded for scanned or written host entries.
