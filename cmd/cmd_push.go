@@ -34,6 +34,9 @@ DIR last synced with left out, where DIR has nothing (pull did not write
 them: no deletion). A branch a live session works on, or that holds an
 interrupted worktree ('art status'), is refused: its commit would find
 the branch moved.
+So is the first push of a DIR that never synced onto a branch that holds
+a workspace of its name with other content (DIR moved or copied): it
+would replace what the branch holds there.
 
 Each entry added or changed since the last push or pull is listed as
 FILE /ws/path (SIZE bytes, ID), DIR /ws/path, LINK /ws/path -> TARGET or

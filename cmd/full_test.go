@@ -73,8 +73,10 @@ func TestStatusAfterUnfinishedPull(t *testing.T) {
 	for i := range 4 {
 		os.WriteFile(filepath.Join(big, fmt.Sprintf("big%d", i)), bytes.Repeat([]byte{byte('0' + i)}, 400<<10), 0o644)
 	}
-	must("push", "-d", db, "-m", big, "-q")
-	if code, out := run("pull", "-d", db, "-m", ws, "--force", "-q"); code == 0 {
+	// On a branch of its own: a directory that never synced may not
+	// replace main's workspace of its name.
+	must("push", "-d", db, "-m", big, "-b", "big", "-q")
+	if code, out := run("pull", "-d", db, "-m", ws, "--commit", "big", "--force", "-q"); code == 0 {
 		t.Fatalf("pull into a full filesystem succeeded:\n%s", out)
 	}
 	out := must("status", "-d", db, "-m", ws)

@@ -75,6 +75,16 @@ func push(t testing.TB, r *Repo, dir string, msg string) *PushResult {
 	return res
 }
 
+// pushTo pushes dir onto branch (created if missing).
+func pushTo(t testing.TB, r *Repo, dir string, branch string) *PushResult {
+	t.Helper()
+	res, err := r.Push(context.Background(), PushOptions{Dir: dir, Branch: branch, Message: branch})
+	if err != nil {
+		t.Fatalf("push %s onto %s: %v", dir, branch, err)
+	}
+	return res
+}
+
 func pull(t testing.TB, r *Repo, dir string, id objects.ID) *PullResult {
 	t.Helper()
 	res, err := r.Pull(PullOptions{Dir: dir, Commit: id})

@@ -555,6 +555,45 @@ func (tx *Tx) ignoreOf(ws objects.ID) (gitignore.Matcher, error) {
 	return compileIgnore(string(data)), nil
 }
 
+// checkFirstPush refuses the first push of dir (it has no sync record)
+// onto a branch whose commit already holds a workspace of its name (ws)
+// that differs from the host's (host) in more than times: the push
+// records the host as it is, which would undo what the branch holds
+// there (the sessions since another directory of that name, or this one
+// before it moved, last synced).
+func (tx *Tx) checkFirstPush(dir, name, onto string, host, ws objects.ID) error {
+	var n int
+	if err := tx.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, dir).Scan(&n); err != nil || n > 0 {
+		return err // a record without a commit (gc took it): the host as it is, as documented
+	}
+	if same, err := tx.sameIgnoringTimes(host, ws, true); err != nil || same {
+		return err
+	}
+	var others []string
+	rows, err := tx.Query(`SELECT path FROM workspaces WHERE name=? ORDER BY path`, name)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			rows.Close()
+			return err
+		}
+		others = append(others, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	from := ""
+	if len(others) > 0 {
+		from = "; last pushed or pulled from " + strings.Join(others, ", ")
+	}
+	return fmt.Errorf("%w: nothing was committed; %s never pushed or pulled, and %s already holds /%s/ with other content (a moved or copied workspace, or another directory of that name%s): a push would replace it with this directory as it is and undo what it holds\n(pull %s into a new directory named %s ('art pull -m NEWDIR/%s --commit %s'), bring this directory's changes there and push from it; a directory that moved can move back, push, and move again after a pull)",
+		ErrPushConflict, dir, onto, name, from, onto, name, name, onto)
+}
+
 // syncedRootMode is the mode the workspace's root had in the commit it
 // last synced with: the host's, as far as art knows (the sync rows list a
 // directory's entries, not the workspace root itself).

@@ -32,7 +32,9 @@ func TestPullNeverWritesRepository(t *testing.T) {
 	push(t, r, ws, "a")
 	twin := newWorkspace(t, "ws")
 	writeFiles(t, twin, map[string]string{"f": "twin\n", "r.db": "JUNK", "r.db-wal": "JUNK", "r.db-wt7.journal": "JUNK"})
-	v2 := push(t, r, twin, "twin").Commit
+	// On a branch of its own: a directory that never synced may not
+	// replace main's workspace of its name (TestFirstPushOverAWorkspaceOfItsName).
+	v2 := pushTo(t, r, twin, "twin").Commit
 
 	var lines []string
 	res, err := r.Pull(PullOptions{Dir: ws, Commit: v2, Force: true, Report: func(l string) { lines = append(lines, l) }})
@@ -805,7 +807,7 @@ func TestUnfinishedPull(t *testing.T) {
 		files[fmt.Sprintf("big%d", i)] = strings.Repeat(fmt.Sprint(i), 400<<10)
 	}
 	writeFiles(t, big, files)
-	v2 := push(t, r, big, "big").Commit
+	v2 := pushTo(t, r, big, "big").Commit // a branch of its own, as above
 
 	if _, err := r.Pull(PullOptions{Dir: ws, Commit: v2, Force: true}); err == nil || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("pull into a full filesystem: %v, want ENOSPC", err)

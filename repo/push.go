@@ -444,6 +444,16 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 	if onto == "" {
 		onto = "HEAD"
 	}
+	if !hasSynced && !newBranch && prevEntry != nil && wsTree != prevWS {
+		// A directory that never synced, named like a workspace the
+		// branch holds: a moved or copied workspace (its record is under
+		// the old path) or another directory of that name. Its snapshot
+		// replaced the branch's wholesale, undoing every session since
+		// the old path last synced, with no word.
+		if err := tx.checkFirstPush(dir, name, onto, wsTree, prevWS); err != nil {
+			return nil, err
+		}
+	}
 	var since objects.ID  // the commit the host last synced with, when merged
 	rootMode := root.mode // the workspace root's own mode in the commit
 	if !newBranch && !parent.IsZero() {

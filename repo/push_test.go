@@ -588,3 +588,80 @@ func TestPushFarFutureTime(t *testing.T) {
 		t.Fatalf("a second push stored %d objects", res.NewObjects)
 	}
 }
+
+// The first push of a directory that never synced, named like a
+// workspace the branch holds with other content (the workspace moved or
+// copied, its record under the old path), recorded the directory as it
+// was: every session since the old path last synced vanished from the
+// branch, with no word. It is refused, changing nothing; a directory
+// holding what the branch holds (times aside), another name, a new
+// branch, and a directory that synced go through.
+func TestFirstPushOverAWorkspaceOfItsName(t *testing.T) {
+	cases := []struct {
+		name    string
+		prepare func(t *testing.T, r *Repo, old string) (dir string, opts PushOptions)
+		refused bool
+	}{
+		{"moved", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
+			dir := filepath.Join(t.TempDir(), "ws")
+			if err := os.Rename(old, dir); err != nil {
+				t.Fatal(err)
+			}
+			writeFiles(t, dir, map[string]string{"a": "host edit\n"})
+			return dir, PushOptions{Dir: dir}
+		}, true},
+		{"copied, unchanged", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
+			dir := newWorkspace(t, "ws")
+			writeFiles(t, dir, map[string]string{"a": "a1\n", "agent": "agent\n"})
+			return dir, PushOptions{Dir: dir}
+		}, false},
+		{"another name", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
+			dir := newWorkspace(t, "other")
+			writeFiles(t, dir, map[string]string{"x": "x\n"})
+			return dir, PushOptions{Dir: dir}
+		}, false},
+		{"new branch", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
+			dir := newWorkspace(t, "ws")
+			writeFiles(t, dir, map[string]string{"a": "mine\n"})
+			return dir, PushOptions{Dir: dir, Branch: "elsewhere"}
+		}, false},
+		{"pulled first", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
+			dir := filepath.Join(t.TempDir(), "ws")
+			tip, _ := r.BranchTip("main")
+			if _, err := r.Pull(PullOptions{Dir: dir, Commit: tip, Branch: "main"}); err != nil {
+				t.Fatal(err)
+			}
+			writeFiles(t, dir, map[string]string{"a": "host edit\n"})
+			return dir, PushOptions{Dir: dir}
+		}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			old := newWorkspace(t, "ws")
+			writeFiles(t, old, map[string]string{"a": "a1\n"})
+			push(t, r, old, "v1")
+			session := agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"agent": "agent\n"}) })
+			dir, opts := c.prepare(t, r, old)
+			before := commitIDs(t, r)
+			res, err := r.Push(context.Background(), opts)
+			if c.refused {
+				if !errors.Is(err, ErrPushConflict) || !strings.Contains(err.Error(), "never pushed or pulled") {
+					t.Fatalf("push of %s: want a refusal, got %v", dir, err)
+				}
+				if tip, _ := r.BranchTip("main"); tip != session || len(commitIDs(t, r)) != len(before) {
+					t.Fatal("a refused push changed the repository")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("push of %s: %v", dir, err)
+			}
+			if opts.Branch == "" && filepath.Base(dir) == "ws" {
+				if got := contentOf(t, r, res.Commit, "ws"); got["agent"] != "agent\n" {
+					t.Errorf("the session's file is gone from the branch: %v", got)
+				}
+			}
+		})
+	}
+}
