@@ -479,7 +479,14 @@ func (p *puller) plan(n *pullNode) error {
 				// stored it): never written, and said, as above.
 				p.say("SKIP", rel, " (named like art's own "+DirName+" directory, which a pull never writes; the commit keeps it)")
 				p.res.Ignored++
-			} else if n.host != nil && p.host[rel] == nil {
+			} else if n.host == nil {
+				// In a directory the pull makes: the host has nothing
+				// there, and the directory arrives without it (it
+				// looked empty, and deleting it dropped the entry
+				// from the branch at the next push).
+				p.say("SKIP", rel, " (left out by .artignore; the commit keeps it)")
+				p.res.Ignored++
+			} else if p.host[rel] == nil {
 				var st unix.Stat_t
 				if lstatPath(filepath.Join(p.dir, filepath.FromSlash(rel)), &st) != nil {
 					p.say("SKIP", rel, " (left out by .artignore; the commit keeps it)")

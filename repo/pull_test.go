@@ -589,3 +589,50 @@ func TestPullHoldsBackDirectoryModes(t *testing.T) {
 	os.Chmod(filepath.Join(ws, "new"), 0o755)
 	os.Chmod(filepath.Join(ws, "ro"), 0o755)
 }
+
+// Pull lists each path of the commit that .artignore leaves out and the
+// host does not have (SKIP), also inside a directory the pull makes: there
+// it said nothing, the directory arrived looking empty, and a user who
+// deleted it dropped the agent's file from the branch at the next push.
+func TestPullSaysWhatItLeavesOut(t *testing.T) {
+	cases := []struct {
+		name  string
+		host  map[string]string // host files besides a and .artignore, after the push
+		agent map[string]string // the session's files
+		want  []string          // SKIP lines, in order
+	}{
+		{"in a new directory", nil, map[string]string{"new/x.log": "l\n", "new/k": "k\n"},
+			[]string{"SKIP /ws/new/x.log"}},
+		{"nested new directories", nil, map[string]string{"n/m/x.log": "l\n", "n/y.log": "l\n"},
+			[]string{"SKIP /ws/n/m/x.log", "SKIP /ws/n/y.log"}},
+		{"in a directory the host has", map[string]string{"d/k": "k\n"}, map[string]string{"d/x.log": "l\n"},
+			[]string{"SKIP /ws/d/x.log"}},
+		{"the host has its own", map[string]string{"d/x.log": "mine\n"}, map[string]string{"d/x.log": "agent\n"},
+			nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a\n"})
+			if c.host != nil {
+				writeFiles(t, ws, c.host)
+			}
+			push(t, r, ws, "v1")
+			session := agentSession(t, r, func(dir string) { writeFiles(t, dir, c.agent) })
+			writeFiles(t, ws, map[string]string{".artignore": "*.log\n"})
+			var skips []string
+			res, err := r.Pull(PullOptions{Dir: ws, Commit: session, Branch: "main", Force: true, Report: func(l string) {
+				if strings.HasPrefix(l, "SKIP") {
+					skips = append(skips, strings.SplitN(l, " (", 2)[0])
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(skips, "\n") != strings.Join(c.want, "\n") || res.Ignored != len(c.want) {
+				t.Errorf("SKIP lines %q (%d counted), want %q", skips, res.Ignored, c.want)
+			}
+		})
+	}
+}
