@@ -590,8 +590,8 @@ func (tx *Tx) checkFirstPush(dir, name, onto string, host, ws objects.ID) error 
 	if len(others) > 0 {
 		from = "; last pushed or pulled from " + strings.Join(others, ", ")
 	}
-	return fmt.Errorf("%w: nothing was committed; %s never pushed or pulled, and %s already holds /%s/ with other content (a moved or copied workspace, or another directory of that name%s): a push would replace it with this directory as it is and undo what it holds\n(pull %s into a new directory named %s ('art pull -m NEWDIR/%s --commit %s'), bring this directory's changes there and push from it; a directory that moved can move back, push, and move again after a pull)",
-		ErrPushConflict, dir, onto, name, from, onto, name, name, onto)
+	return fmt.Errorf("%w: nothing was committed; %s never pushed or pulled, and %s already holds /%s/ with other content (a moved or copied workspace, or another directory of that name%s): a push would replace it with this directory as it is and undo what it holds\n(pull %s into a new directory named %s ('art pull -m NEWDIR/%s --commit %s'), bring this directory's changes there and push from it; a directory that moved can move back, push, and move again after a pull; or push it as it is to a new branch with -b NAME and compare with 'art diff %s NAME')",
+		ErrPushConflict, dir, onto, name, from, onto, name, name, onto, onto)
 }
 
 // syncedRootMode is the mode the workspace's root had in the commit it
