@@ -34,9 +34,10 @@ DIR last synced with left out, where DIR has nothing (pull did not write
 them: no deletion). A branch a live session works on, or that holds an
 interrupted worktree ('art status'), is refused: its commit would find
 the branch moved.
-So is the first push of a DIR that never synced onto a branch that holds
-a workspace of its name with other content (DIR moved or copied): it
-would replace what the branch holds there.
+So is the first push of a DIR that never synced (a copy) onto a branch
+that holds a workspace of its name with other content, or to a new
+branch starting there: it would replace what the branch holds. A DIR
+that moved takes its record along.
 
 Each entry added or changed since the last push or pull is listed as
 FILE /ws/path (SIZE bytes, ID), DIR /ws/path, LINK /ws/path -> TARGET or

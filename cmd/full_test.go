@@ -56,7 +56,6 @@ func TestStatusAfterUnfinishedPull(t *testing.T) {
 	ws := filepath.Join(small, "ws")
 	big := filepath.Join(base, "other", "ws") // the same workspace, elsewhere
 	os.MkdirAll(ws, 0o755)
-	os.MkdirAll(big, 0o755)
 	db := filepath.Join(base, "repo", "art.db")
 	run := func(args ...string) (int, string) { return artCombined(t, args...) }
 	must := func(args ...string) string {
@@ -70,11 +69,13 @@ func TestStatusAfterUnfinishedPull(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("a\n"), 0o644)
 	must("init", "-d", db)
 	must("push", "-d", db, "-m", ws, "-q")
+	// Another copy of the workspace, synced first: a directory that
+	// never synced may not replace main's workspace of its name, nor
+	// start a branch on it.
+	must("pull", "-d", db, "-m", big, "-q")
 	for i := range 4 {
 		os.WriteFile(filepath.Join(big, fmt.Sprintf("big%d", i)), bytes.Repeat([]byte{byte('0' + i)}, 400<<10), 0o644)
 	}
-	// On a branch of its own: a directory that never synced may not
-	// replace main's workspace of its name.
 	must("push", "-d", db, "-m", big, "-b", "big", "-q")
 	if code, out := run("pull", "-d", db, "-m", ws, "--commit", "big", "--force", "-q"); code == 0 {
 		t.Fatalf("pull into a full filesystem succeeded:\n%s", out)

@@ -556,11 +556,11 @@ func (tx *Tx) ignoreOf(ws objects.ID) (gitignore.Matcher, error) {
 }
 
 // checkFirstPush refuses the first push of dir (it has no sync record)
-// onto a branch whose commit already holds a workspace of its name (ws)
-// that differs from the host's (host) in more than times: the push
-// records the host as it is, which would undo what the branch holds
-// there (the sessions since another directory of that name, or this one
-// before it moved, last synced).
+// onto a branch, or to a new branch starting on a commit, that already
+// holds a workspace of its name (ws) differing from the host's (host) in
+// more than times: the push records the host as it is, which would undo
+// what the branch (onto) holds there, at once or at a later push onto it
+// (the sessions since another directory of that name last synced).
 func (tx *Tx) checkFirstPush(dir, name, onto string, host, ws objects.ID) error {
 	var n int
 	if err := tx.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, dir).Scan(&n); err != nil || n > 0 {
@@ -590,8 +590,8 @@ func (tx *Tx) checkFirstPush(dir, name, onto string, host, ws objects.ID) error 
 	if len(others) > 0 {
 		from = "; last pushed or pulled from " + strings.Join(others, ", ")
 	}
-	return fmt.Errorf("%w: nothing was committed; %s never pushed or pulled, and %s already holds /%s/ with other content (a moved or copied workspace, or another directory of that name%s): a push would replace it with this directory as it is and undo what it holds\n(pull %s into a new directory named %s ('art pull -m NEWDIR/%s --commit %s'), bring this directory's changes there and push from it; a directory that moved can move back, push, and move again after a pull; or push it as it is to a new branch with -b NAME and compare with 'art diff %s NAME')",
-		ErrPushConflict, dir, onto, name, from, onto, name, name, onto, onto)
+	return fmt.Errorf("%w: nothing was committed; %s never pushed or pulled, and %s already holds /%s/ with other content (a copy of that workspace, or another directory of that name%s): a push would replace it with this directory as it is and undo what it holds\n(pull %s into a new directory named %s ('art pull -m NEWDIR/%s --commit %s'), bring this directory's changes there and push from it)",
+		ErrPushConflict, dir, onto, name, from, onto, name, name, onto)
 }
 
 // syncedRootMode is the mode the workspace's root had in the commit it

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -110,15 +111,76 @@ func relinkWorkspace(tx execQuerier, link, real string) error {
 // A record an older build kept under abs moves there (relinkWorkspace).
 // On an error, the key is abs when its link could not be read, and the
 // real path when the record could not be moved.
+//
+// A workspace directory that moved (its .art with it) takes its record
+// along: when the key has none, and exactly one workspace of its name is
+// recorded under a path that no longer exists, that record moves to the
+// key (adoptMoved). Without it the moved directory looked never synced,
+// and its push replaced the branch's copy, undoing the sessions since.
 func (r *Repo) workspaceKey(abs string) (string, error) {
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return abs, err
 	}
-	if filepath.Base(real) != filepath.Base(abs) {
-		return abs, nil
+	key := abs
+	if filepath.Base(real) == filepath.Base(abs) {
+		key = real
+		if err := r.relinkWorkspace(abs, real); err != nil {
+			return key, err
+		}
 	}
-	return real, r.relinkWorkspace(abs, real)
+	return key, r.adoptMoved(key)
+}
+
+// adoptMoved moves to dir the record of the one workspace of dir's name
+// kept under a path that no longer exists, when dir has no record (see
+// workspaceKey). Two or more such records are left alone: which one moved
+// is not known.
+func (r *Repo) adoptMoved(dir string) error {
+	var n int
+	if err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, dir).Scan(&n); err != nil {
+		return fmt.Errorf("look up the record of workspace %s: %w", dir, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	rows, err := r.DB.Query(`SELECT path FROM workspaces WHERE name=?`, filepath.Base(dir))
+	if err != nil {
+		return fmt.Errorf("look up the records of workspaces named %s: %w", filepath.Base(dir), err)
+	}
+	var gone []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			rows.Close()
+			return err
+		}
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			gone = append(gone, p)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(gone) != 1 {
+		return nil
+	}
+	fail := func(err error) error {
+		return fmt.Errorf("move the record of workspace %s (gone) to %s: %w; the repository is unchanged: fix the cause and run the command again", gone[0], dir, err)
+	}
+	tx, err := r.Begin()
+	if err != nil {
+		return fail(err)
+	}
+	defer tx.Rollback()
+	if err := relinkWorkspace(tx, gone[0], dir); err != nil {
+		return fail(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
+	}
+	return nil
 }
 
 // relinkWorkspace is the transaction for relinkWorkspace at run time, when

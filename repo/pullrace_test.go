@@ -30,10 +30,12 @@ func TestPullNeverWritesRepository(t *testing.T) {
 	defer r.Close()
 	writeFiles(t, ws, map[string]string{"f": "mine\n"})
 	push(t, r, ws, "a")
-	twin := newWorkspace(t, "ws")
+	// Another copy of the workspace: synced (a directory that never
+	// synced may not replace main's workspace of its name, see
+	// TestFirstPushOverAWorkspaceOfItsName), then changed.
+	twin := filepath.Join(t.TempDir(), "ws")
+	pull(t, r, twin, mustTip(t, r, "main"))
 	writeFiles(t, twin, map[string]string{"f": "twin\n", "r.db": "JUNK", "r.db-wal": "JUNK", "r.db-wt7.journal": "JUNK"})
-	// On a branch of its own: a directory that never synced may not
-	// replace main's workspace of its name (TestFirstPushOverAWorkspaceOfItsName).
 	v2 := pushTo(t, r, twin, "twin").Commit
 
 	var lines []string
@@ -801,13 +803,14 @@ func TestUnfinishedPull(t *testing.T) {
 	os.Mkdir(ws, 0o755)
 	writeFiles(t, ws, map[string]string{"a.txt": "a\n"})
 	push(t, r, ws, "small")
-	big := newWorkspace(t, "ws")
+	big := filepath.Join(t.TempDir(), "ws") // another copy, synced as above
+	pull(t, r, big, mustTip(t, r, "main"))
 	files := map[string]string{"a.txt": "a\n"}
 	for i := range 6 {
 		files[fmt.Sprintf("big%d", i)] = strings.Repeat(fmt.Sprint(i), 400<<10)
 	}
 	writeFiles(t, big, files)
-	v2 := pushTo(t, r, big, "big").Commit // a branch of its own, as above
+	v2 := pushTo(t, r, big, "big").Commit
 
 	if _, err := r.Pull(PullOptions{Dir: ws, Commit: v2, Force: true}); err == nil || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("pull into a full filesystem: %v, want ENOSPC", err)

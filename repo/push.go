@@ -444,13 +444,23 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 	if onto == "" {
 		onto = "HEAD"
 	}
-	if !hasSynced && !newBranch && prevEntry != nil && wsTree != prevWS {
+	if !hasSynced && prevEntry != nil && wsTree != prevWS {
 		// A directory that never synced, named like a workspace the
-		// branch holds: a moved or copied workspace (its record is under
-		// the old path) or another directory of that name. Its snapshot
-		// replaced the branch's wholesale, undoing every session since
-		// the old path last synced, with no word.
-		if err := tx.checkFirstPush(dir, name, onto, wsTree, prevWS); err != nil {
+		// branch holds: a copied workspace (a moved one takes its old
+		// record along, see workspaceKey) or another directory of that
+		// name. Its snapshot replaced the branch's wholesale, undoing
+		// every session since the original last synced, with no word.
+		// On a new branch (-b NEW), which starts on HEAD's commit, it
+		// claimed that history: a later push onto HEAD's branch merged
+		// from there and took every session file it lacked for a
+		// deletion.
+		holder := onto
+		if newBranch {
+			if holder = head.Branch; holder == "" {
+				holder = "HEAD"
+			}
+		}
+		if err := tx.checkFirstPush(dir, name, holder, wsTree, prevWS); err != nil {
 			return nil, err
 		}
 	}

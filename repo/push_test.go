@@ -590,25 +590,61 @@ func TestPushFarFutureTime(t *testing.T) {
 }
 
 // The first push of a directory that never synced, named like a
-// workspace the branch holds with other content (the workspace moved or
-// copied, its record under the old path), recorded the directory as it
-// was: every session since the old path last synced vanished from the
-// branch, with no word. It is refused, changing nothing; a directory
-// holding what the branch holds (times aside), another name, a new
-// branch, and a directory that synced go through.
+// workspace the branch holds with other content (a copy of the
+// workspace, or another directory of its name), recorded the directory as
+// it was: every session since the original last synced vanished from the
+// branch, with no word. It is refused, changing nothing, and so is its
+// push to a new branch, which started on HEAD's commit and so claimed its
+// history (a later push onto main took every session file the directory
+// lacked for a deletion). A workspace that moved (its old path gone)
+// takes its record along and merges; a directory holding what the branch
+// holds (times aside), another name, and a directory that synced go
+// through.
 func TestFirstPushOverAWorkspaceOfItsName(t *testing.T) {
+	moved := func(t *testing.T, old string) string {
+		dir := filepath.Join(t.TempDir(), "ws")
+		if err := os.Rename(old, dir); err != nil {
+			t.Fatal(err)
+		}
+		writeFiles(t, dir, map[string]string{"a": "host edit\n"})
+		return dir
+	}
+	copied := func(t *testing.T, old string) string {
+		dir := newWorkspace(t, "ws")
+		writeFiles(t, dir, map[string]string{"a": "host edit\n"})
+		return dir
+	}
 	cases := []struct {
 		name    string
 		prepare func(t *testing.T, r *Repo, old string) (dir string, opts PushOptions)
 		refused bool
 	}{
 		{"moved", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
-			dir := filepath.Join(t.TempDir(), "ws")
-			if err := os.Rename(old, dir); err != nil {
-				t.Fatal(err)
+			dir := moved(t, old)
+			if !r.KnownWorkspace(dir) {
+				t.Errorf("the moved workspace is not known under its new path")
 			}
-			writeFiles(t, dir, map[string]string{"a": "host edit\n"})
 			return dir, PushOptions{Dir: dir}
+		}, false},
+		{"moved, to a new branch", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
+			dir := moved(t, old)
+			return dir, PushOptions{Dir: dir, Branch: "elsewhere"}
+		}, false},
+		{"moved, with another gone", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
+			other := filepath.Join(t.TempDir(), "ws")
+			tip, _ := r.BranchTip("main")
+			pull(t, r, other, tip)
+			os.RemoveAll(other) // which of the two moved is not known
+			dir := moved(t, old)
+			return dir, PushOptions{Dir: dir}
+		}, true},
+		{"copied", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
+			dir := copied(t, old)
+			return dir, PushOptions{Dir: dir}
+		}, true},
+		{"copied, to a new branch", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
+			dir := copied(t, old)
+			return dir, PushOptions{Dir: dir, Branch: "elsewhere"}
 		}, true},
 		{"copied, unchanged", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
 			dir := newWorkspace(t, "ws")
@@ -619,11 +655,6 @@ func TestFirstPushOverAWorkspaceOfItsName(t *testing.T) {
 			dir := newWorkspace(t, "other")
 			writeFiles(t, dir, map[string]string{"x": "x\n"})
 			return dir, PushOptions{Dir: dir}
-		}, false},
-		{"new branch", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
-			dir := newWorkspace(t, "ws")
-			writeFiles(t, dir, map[string]string{"a": "mine\n"})
-			return dir, PushOptions{Dir: dir, Branch: "elsewhere"}
 		}, false},
 		{"pulled first", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
 			dir := filepath.Join(t.TempDir(), "ws")
@@ -657,9 +688,20 @@ func TestFirstPushOverAWorkspaceOfItsName(t *testing.T) {
 			if err != nil {
 				t.Fatalf("push of %s: %v", dir, err)
 			}
-			if opts.Branch == "" && filepath.Base(dir) == "ws" {
-				if got := contentOf(t, r, res.Commit, "ws"); got["agent"] != "agent\n" {
+			if opts.Branch != "" {
+				// Then onto main: the session's file stays.
+				opts.Branch = ""
+				if res, err = r.Push(context.Background(), opts); err != nil {
+					t.Fatalf("push of %s onto main after: %v", dir, err)
+				}
+			}
+			if filepath.Base(dir) == "ws" {
+				got := contentOf(t, r, res.Commit, "ws")
+				if got["agent"] != "agent\n" {
 					t.Errorf("the session's file is gone from the branch: %v", got)
+				}
+				if want, _ := os.ReadFile(filepath.Join(dir, "a")); got["a"] != string(want) {
+					t.Errorf("a is %q on the branch, %q on the host", got["a"], want)
 				}
 			}
 		})
