@@ -707,3 +707,38 @@ func TestFirstPushOverAWorkspaceOfItsName(t *testing.T) {
 		})
 	}
 }
+
+// Moving a moved workspace's record that fails leaves the record where it
+// was and says so; once the cause is gone the next push moves it.
+func TestAdoptMovedFails(t *testing.T) {
+	r := newTestRepo(t)
+	old := newWorkspace(t, "ws")
+	writeFiles(t, old, map[string]string{"a": "a1\n"})
+	push(t, r, old, "v1")
+	dir := filepath.Join(t.TempDir(), "ws")
+	if err := os.Rename(old, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.DB.Exec(`CREATE TRIGGER stop BEFORE UPDATE ON workspaces BEGIN SELECT RAISE(ABORT, 'injected'); END`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Push(context.Background(), PushOptions{Dir: dir})
+	if err == nil || !strings.Contains(err.Error(), "injected") || !strings.Contains(err.Error(), "the repository is unchanged") {
+		t.Fatalf("push with the move failing: %v", err)
+	}
+	var n int
+	if err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, old).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the record under the old path: %d (%v), want it kept", n, err)
+	}
+	if _, err := r.DB.Exec(`DROP TRIGGER stop`); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, dir, map[string]string{"a": "a2\n"})
+	res := push(t, r, dir, "v2")
+	if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "a2\n" {
+		t.Errorf("after the move: %v", got)
+	}
+	if err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, dir).Scan(&n); err != nil || n != 1 {
+		t.Errorf("the record under the new path: %d (%v)", n, err)
+	}
+}
