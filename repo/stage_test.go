@@ -41,23 +41,17 @@ func fsckClean(t *testing.T, r *Repo, when string) {
 	}
 }
 
-// StageFiles commits its batches as it goes (other connections see the
-// chunks before it returns), and returns what PutFiles would.
-func TestStageFilesCommitsInBatches(t *testing.T) {
+// StageFiles returns what PutFiles would, every object committed.
+func TestStageFiles(t *testing.T) {
 	r := stagingRepo(t)
 	contents := [][]byte{randomBytes(1, 3<<20), []byte("small\n"), nil, randomBytes(2, 1<<20)}
-	seen := 0 // chunk rows another connection saw while files were still being read
 	st, err := r.StageFiles(context.Background(), len(contents), func(i int) (io.Reader, error) {
 		return bytes.NewReader(contents[i]), nil
-	}, func(i int, size int64) {
-		seen = max(seen, countRows(t, r, "chunks"))
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seen == 0 {
-		t.Errorf("no batch was committed while the files were stored")
-	}
+	r = reopen(t, r) // what reads back was committed
 	for i, c := range contents {
 		if st.Files[i].ID != objects.Hash(c) && len(c) <= objects.MaxChunk {
 			t.Errorf("file %d: id %s, want %s", i, st.Files[i].ID.Short(), objects.Hash(c).Short())
@@ -69,6 +63,28 @@ func TestStageFilesCommitsInBatches(t *testing.T) {
 	}
 	if st.NewObjects == 0 || st.NewBytes < 4<<20 {
 		t.Errorf("staged %d objects of %d bytes", st.NewObjects, st.NewBytes)
+	}
+}
+
+// The stager commits a batch once it holds StageBatch bytes: other
+// connections see its chunks before the staging ends.
+func TestStagerCommitsEachBatch(t *testing.T) {
+	r := stagingRepo(t)
+	st := &Staged{r: r}
+	s := &stager{st: st}
+	defer s.rollback()
+	data := randomBytes(8, 64<<10)
+	for i := range 12 { // 768 KiB: three batches of 256 KiB
+		id := objects.Hash(append([]byte{byte(i)}, data...))
+		if err := s.put(writeJob{id: id, raw: len(data), enc: objects.EncRaw, data: data}); err != nil {
+			t.Fatal(err)
+		}
+		if want := (i + 1) / 4 * 4; countRows(t, r, "chunks") != want {
+			t.Fatalf("after %d chunks, %d are committed, want %d", i+1, countRows(t, r, "chunks"), want)
+		}
+	}
+	if len(st.chunks) != 12 || st.NewObjects != 12 {
+		t.Errorf("staged %d chunks, %d objects, want 12", len(st.chunks), st.NewObjects)
 	}
 }
 
