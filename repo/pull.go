@@ -446,6 +446,28 @@ func (p *puller) conflict(rel, why string) {
 	p.conflicts = append(p.conflicts, QuotePath(rel)+" ("+why+")")
 }
 
+// conflictOnContent records the conflict, if any, of a host file or link
+// (h) whose content differs from the commit's: unchangedOnHost says
+// whether the host still has what it last synced. One line per path: an
+// .artignore changed on both sides was listed twice, with advice for
+// each that did not resolve the other.
+func (p *puller) conflictOnContent(rel string, h *hostEntry, unchangedOnHost bool) {
+	switch {
+	case isIgnoreFile(rel) && !unchangedOnHost:
+		// It decides what push leaves out: a commit (an agent's work)
+		// emptying it would have the next push store the host's
+		// secrets. The user takes it knowingly.
+		p.conflict(rel, "changed on the host and in the commit; it decides what push leaves out: compare the two, then pull with --force to take the commit's, or push yours to a new branch with -b NAME")
+	case isIgnoreFile(rel):
+		p.conflict(rel, "changed in the commit; it decides what push leaves out, so review it, then pull with --force")
+	case unchangedOnHost:
+	case h.old == nil:
+		p.conflict(rel, "made on the host, where the commit has another")
+	default:
+		p.conflict(rel, "changed on the host")
+	}
+}
+
 // MaxPullPath bounds the paths pull writes, twice the overlay's bound on
 // a path made in a session (overlay.MaxPathLen), which moving a directory
 // below another gets around. Pull holds a directory open per level and
@@ -566,13 +588,10 @@ func (p *puller) plan(n *pullNode) error {
 				break
 			}
 			kid.op = opWrite
-			if isIgnoreFile(rel) {
-				// It decides what push leaves out: a commit (an agent's
-				// work) emptying it would have the next push store the
-				// host's secrets. The user takes it knowingly.
-				p.conflict(rel, "changed in the commit; it decides what push leaves out, so review it, then pull with --force")
-			}
 			if h.typ == objects.TypeDir {
+				if isIgnoreFile(rel) {
+					p.conflict(rel, "changed in the commit; it decides what push leaves out, so review it, then pull with --force")
+				}
 				// Replacing a directory removes what is below it.
 				if err := p.planRemoval(kid); err != nil {
 					return err
@@ -599,9 +618,7 @@ func (p *puller) plan(n *pullNode) error {
 			if err != nil {
 				return err
 			}
-			if !ok {
-				p.conflict(rel, "changed on the host")
-			}
+			p.conflictOnContent(rel, h, ok)
 		}
 		if err := p.checkGitRisk(gitDir, n, kid); err != nil {
 			return err

@@ -636,3 +636,37 @@ func TestPullSaysWhatItLeavesOut(t *testing.T) {
 		})
 	}
 }
+
+// Each conflicting path is listed once, saying which sides changed it:
+// an .artignore changed on the host and in the commit was listed twice
+// (two paths counted), with advice for each that did not resolve the
+// other; a file the host made where the commit has another was said to
+// be changed on the host.
+func TestPullConflictLines(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n", ".artignore": "*.log\n"})
+	push(t, r, ws, "v1")
+	tip := agentSession(t, r, func(dir string) {
+		writeFiles(t, dir, map[string]string{".artignore": "*.tmp\n", "n": "agent\n"})
+	})
+	writeFiles(t, ws, map[string]string{".artignore": "*.o\n", "n": "host\n"})
+	before := snapshot(t, ws)
+	res, err := r.Pull(PullOptions{Dir: ws, Commit: tip, Branch: "main"})
+	mustFail(t, err, ErrConflict)
+	for _, want := range []string{
+		".artignore (changed on the host and in the commit; it decides what push leaves out",
+		"n (made on the host, where the commit has another)",
+		"2 path(s)",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("conflict message lacks %q:\n%v", want, err)
+		}
+	}
+	if res == nil || len(res.Conflicts) != 2 {
+		t.Errorf("conflicts %+v, want 2", res)
+	}
+	if d := diffMaps(before, snapshot(t, ws)); d != "" {
+		t.Fatalf("a refused pull changed the host:\n%s", d)
+	}
+}
