@@ -112,69 +112,86 @@ func relinkWorkspace(tx execQuerier, link, real string) error {
 // On an error, the key is abs when its link could not be read, and the
 // real path when the record could not be moved.
 //
-// A workspace directory that moved (its .art with it) takes its record
-// along: when the key has none, and exactly one workspace of its name is
-// recorded under a path that no longer exists, that record moves to the
-// key (adoptMoved). Without it the moved directory looked never synced,
+// A workspace directory that moved with its repository (.art) takes its
+// record along: when the key has none, and exactly one workspace of its
+// name is recorded under a path that no longer exists, that record moves
+// to the key (adoptMoved). Without it the moved directory looked never synced,
 // and its push replaced the branch's copy, undoing the sessions since.
 func (r *Repo) workspaceKey(abs string) (string, error) {
-	real, err := filepath.EvalSymlinks(abs)
+	key, err := r.linkKey(abs)
 	if err != nil {
-		return abs, err
-	}
-	key := abs
-	if filepath.Base(real) == filepath.Base(abs) {
-		key = real
-		if err := r.relinkWorkspace(abs, real); err != nil {
-			return key, err
-		}
+		return key, err
 	}
 	return key, r.adoptMoved(key)
 }
 
-// adoptMoved moves to dir the record of the one workspace of dir's name
-// kept under a path that no longer exists, when dir has no record (see
-// workspaceKey). Two or more such records are left alone: which one moved
-// is not known.
-func (r *Repo) adoptMoved(dir string) error {
+// linkKey is workspaceKey without the adoption of a moved workspace's
+// record.
+func (r *Repo) linkKey(abs string) (string, error) {
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return abs, err
+	}
+	if filepath.Base(real) != filepath.Base(abs) {
+		return abs, nil
+	}
+	return real, r.relinkWorkspace(abs, real)
+}
+
+// movedRecord returns the path of the one workspace of dir's name kept
+// under a path that no longer exists, when dir has no record and holds
+// the repository (dir/.art/art.db: the workspace moved with it). It is
+// "" when there is none, or more than one (which one moved is not known),
+// or the repository lives elsewhere (-d): then a directory of the name
+// that vanished says less.
+func (r *Repo) movedRecord(dir string) (string, error) {
+	if r.Path != filepath.Join(dir, DirName, FileName) {
+		return "", nil
+	}
 	var n int
 	if err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, dir).Scan(&n); err != nil {
-		return fmt.Errorf("look up the record of workspace %s: %w", dir, err)
+		return "", fmt.Errorf("look up the record of workspace %s: %w", dir, err)
 	}
 	if n > 0 {
-		return nil
+		return "", nil
 	}
 	rows, err := r.DB.Query(`SELECT path FROM workspaces WHERE name=?`, filepath.Base(dir))
 	if err != nil {
-		return fmt.Errorf("look up the records of workspaces named %s: %w", filepath.Base(dir), err)
+		return "", fmt.Errorf("look up the records of workspaces named %s: %w", filepath.Base(dir), err)
 	}
 	var gone []string
 	for rows.Next() {
 		var p string
 		if err := rows.Scan(&p); err != nil {
 			rows.Close()
-			return err
+			return "", err
 		}
 		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 			gone = append(gone, p)
 		}
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := rows.Err(); err != nil || len(gone) != 1 {
+		return "", err
+	}
+	return gone[0], nil
+}
+
+// adoptMoved moves to dir the record movedRecord finds (see workspaceKey).
+func (r *Repo) adoptMoved(dir string) error {
+	old, err := r.movedRecord(dir)
+	if err != nil || old == "" {
 		return err
 	}
-	if len(gone) != 1 {
-		return nil
-	}
 	fail := func(err error) error {
-		return fmt.Errorf("move the record of workspace %s (gone) to %s: %w; the repository is unchanged: fix the cause and run the command again", gone[0], dir, err)
+		return fmt.Errorf("move the record of workspace %s (gone) to %s: %w; the repository is unchanged: fix the cause and run the command again", old, dir, err)
 	}
 	tx, err := r.Begin()
 	if err != nil {
 		return fail(err)
 	}
 	defer tx.Rollback()
-	if err := relinkWorkspace(tx, gone[0], dir); err != nil {
+	if err := relinkWorkspace(tx, old, dir); err != nil {
 		return fail(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -596,19 +596,11 @@ func TestPushFarFutureTime(t *testing.T) {
 // branch, with no word. It is refused, changing nothing, and so is its
 // push to a new branch, which started on HEAD's commit and so claimed its
 // history (a later push onto main took every session file the directory
-// lacked for a deletion). A workspace that moved (its old path gone)
-// takes its record along and merges; a directory holding what the branch
-// holds (times aside), another name, and a directory that synced go
-// through.
+// lacked for a deletion). A directory holding what the branch holds
+// (times aside), another name, and a directory that synced go through;
+// a workspace that moved takes its record along
+// (TestMovedWorkspaceKeepsItsRecord).
 func TestFirstPushOverAWorkspaceOfItsName(t *testing.T) {
-	moved := func(t *testing.T, old string) string {
-		dir := filepath.Join(t.TempDir(), "ws")
-		if err := os.Rename(old, dir); err != nil {
-			t.Fatal(err)
-		}
-		writeFiles(t, dir, map[string]string{"a": "host edit\n"})
-		return dir
-	}
 	copied := func(t *testing.T, old string) string {
 		dir := newWorkspace(t, "ws")
 		writeFiles(t, dir, map[string]string{"a": "host edit\n"})
@@ -619,23 +611,15 @@ func TestFirstPushOverAWorkspaceOfItsName(t *testing.T) {
 		prepare func(t *testing.T, r *Repo, old string) (dir string, opts PushOptions)
 		refused bool
 	}{
-		{"moved", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
-			dir := moved(t, old)
-			if !r.KnownWorkspace(dir) {
-				t.Errorf("the moved workspace is not known under its new path")
+		{"moved, the repository elsewhere", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
+			// Only a workspace that moved with its repository takes its
+			// record along: a directory of the name that vanished says
+			// less when the repository is shared (-d).
+			dir := filepath.Join(t.TempDir(), "ws")
+			if err := os.Rename(old, dir); err != nil {
+				t.Fatal(err)
 			}
-			return dir, PushOptions{Dir: dir}
-		}, false},
-		{"moved, to a new branch", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
-			dir := moved(t, old)
-			return dir, PushOptions{Dir: dir, Branch: "elsewhere"}
-		}, false},
-		{"moved, with another gone", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
-			other := filepath.Join(t.TempDir(), "ws")
-			tip, _ := r.BranchTip("main")
-			pull(t, r, other, tip)
-			os.RemoveAll(other) // which of the two moved is not known
-			dir := moved(t, old)
+			writeFiles(t, dir, map[string]string{"a": "host edit\n"})
 			return dir, PushOptions{Dir: dir}
 		}, true},
 		{"copied", func(t *testing.T, r *Repo, old string) (string, PushOptions) {
@@ -708,17 +692,90 @@ func TestFirstPushOverAWorkspaceOfItsName(t *testing.T) {
 	}
 }
 
-// Moving a moved workspace's record that fails leaves the record where it
-// was and says so; once the cause is gone the next push moves it.
-func TestAdoptMovedFails(t *testing.T) {
-	r := newTestRepo(t)
-	old := newWorkspace(t, "ws")
+// movedRepo makes a workspace "ws" holding its repository, pushes a1,
+// records a session that adds "agent", then moves the workspace and
+// returns the repository opened at its new place, and both paths.
+func movedRepo(t *testing.T, between func(r *Repo)) (r *Repo, old, dir string) {
+	t.Helper()
+	base := t.TempDir()
+	old = filepath.Join(base, "a", "ws")
+	r, err := Init(filepath.Join(old, DirName, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
 	writeFiles(t, old, map[string]string{"a": "a1\n"})
 	push(t, r, old, "v1")
-	dir := filepath.Join(t.TempDir(), "ws")
+	agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"agent": "agent\n"}) })
+	if between != nil {
+		between(r)
+	}
+	r.Close()
+	dir = filepath.Join(base, "b", "ws")
+	os.MkdirAll(filepath.Dir(dir), 0o755)
 	if err := os.Rename(old, dir); err != nil {
 		t.Fatal(err)
 	}
+	if r, err = Open(filepath.Join(dir, DirName, FileName)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	writeFiles(t, dir, map[string]string{"a": "host edit\n"})
+	return r, old, dir
+}
+
+// A workspace that moved with its repository takes its record along: it
+// is known at its new path, and its push merges (the session's file
+// stays, the host's edit is recorded), also onto a new branch and then
+// main. Before, it looked never synced, and its push replaced the
+// branch's copy. With two records of its name gone, which one moved is
+// not known: the push is refused as a copy's.
+func TestMovedWorkspaceKeepsItsRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		branch  string
+		another bool
+	}{
+		{"moved", "", false},
+		{"moved, to a new branch", "elsewhere", false},
+		{"moved, with another gone", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _, dir := movedRepo(t, func(r *Repo) {
+				if tc.another {
+					other := filepath.Join(t.TempDir(), "ws")
+					pull(t, r, other, mustTip(t, r, "main"))
+					os.RemoveAll(other)
+				}
+			})
+			if got := r.KnownWorkspace(dir); got == tc.another {
+				t.Errorf("KnownWorkspace = %v", got)
+			}
+			res, err := r.Push(context.Background(), PushOptions{Dir: dir, Branch: tc.branch})
+			if tc.another {
+				if !errors.Is(err, ErrPushConflict) {
+					t.Fatalf("push: %v, want a refusal", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.branch != "" {
+				if res, err = r.Push(context.Background(), PushOptions{Dir: dir}); err != nil {
+					t.Fatalf("push onto main after: %v", err)
+				}
+			}
+			if got := contentOf(t, r, res.Commit, "ws"); got["agent"] != "agent\n" || got["a"] != "host edit\n" {
+				t.Errorf("main after the push: %v", got)
+			}
+		})
+	}
+}
+
+// Moving a moved workspace's record that fails leaves the record where it
+// was and says so; once the cause is gone the next push moves it.
+func TestAdoptMovedFails(t *testing.T) {
+	r, old, dir := movedRepo(t, nil)
 	if _, err := r.DB.Exec(`CREATE TRIGGER stop BEFORE UPDATE ON workspaces BEGIN SELECT RAISE(ABORT, 'injected'); END`); err != nil {
 		t.Fatal(err)
 	}
@@ -733,9 +790,8 @@ func TestAdoptMovedFails(t *testing.T) {
 	if _, err := r.DB.Exec(`DROP TRIGGER stop`); err != nil {
 		t.Fatal(err)
 	}
-	writeFiles(t, dir, map[string]string{"a": "a2\n"})
 	res := push(t, r, dir, "v2")
-	if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "a2\n" {
+	if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "host edit\n" || got["agent"] != "agent\n" {
 		t.Errorf("after the move: %v", got)
 	}
 	if err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path=?`, dir).Scan(&n); err != nil || n != 1 {

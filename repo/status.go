@@ -26,9 +26,16 @@ func (r *Repo) KnownWorkspace(abs string) bool {
 	// A record an older build kept under a link's path that could not be
 	// moved (relinkWorkspace failed) is still the workspace's: looked up
 	// under the real path alone, it was taken for never synced.
-	key, _ := r.workspaceKey(abs)
+	key, _ := r.linkKey(abs)
 	var n int
 	err := r.DB.QueryRow(`SELECT count(*) FROM workspaces WHERE path IN (?, ?)`, key, abs).Scan(&n)
+	if err == nil && n == 0 {
+		// A workspace that moved is known: its first push or status
+		// takes its record along. Only asked here, not done: the
+		// directory asked about may be a subdirectory.
+		old, _ := r.movedRecord(key)
+		return old != ""
+	}
 	return err == nil && n > 0
 }
 
