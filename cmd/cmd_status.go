@@ -92,7 +92,17 @@ the worktrees of live or interrupted sessions.`,
 			case unfinished && !drift.Synced:
 				fmt.Fprintf(g.stdout, "Workspace %s was never fully pushed or pulled.\n", abs)
 			case !drift.Synced:
-				fmt.Fprintf(g.stdout, "Workspace %s was never pushed or pulled (record it with 'art push -m %s').\n", abs, abs)
+				// HEAD may hold the workspace from another directory of
+				// its name (a copy): a push of this one is refused unless
+				// it holds the same.
+				name, _ := repo.WorkspaceName(abs)
+				if held, err := r.HoldsWorkspace(h.Commit, name); err != nil {
+					return err
+				} else if held {
+					fmt.Fprintf(g.stdout, "Workspace %s was never pushed or pulled, and HEAD holds /%s/ from another directory of that name: 'art pull -m NEWDIR/%s' makes a copy to work in ('art push' of this one is refused unless it holds the same).\n", abs, name, name)
+				} else {
+					fmt.Fprintf(g.stdout, "Workspace %s was never pushed or pulled (record it with 'art push -m %s').\n", abs, abs)
+				}
 			case drift.Clean():
 				fmt.Fprintf(g.stdout, "Workspace %s matches the last push/pull (%s).\n", abs, syncedCommit(drift.Commit))
 			case unfinished:

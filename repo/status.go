@@ -129,3 +129,21 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 	sort.Strings(d.Deleted)
 	return d, nil
 }
+
+// HoldsWorkspace reports whether commit holds a workspace named name (a
+// directory at the top of its tree).
+func (r *Repo) HoldsWorkspace(commit objects.ID, name string) (bool, error) {
+	if commit.IsZero() {
+		return false, nil
+	}
+	c, err := r.LoadCommit(commit)
+	if err != nil {
+		return false, err
+	}
+	t, err := r.LoadTree(c.Tree)
+	if err != nil {
+		return false, err
+	}
+	e, ok := t.Find(name)
+	return ok && e.Type == objects.TypeDir, nil
+}
