@@ -130,20 +130,20 @@ func TestStatusOfACopy(t *testing.T) {
 	base := t.TempDir()
 	db := filepath.Join(base, "repo", "art.db")
 	ws := filepath.Join(base, "a", "ws")
-	copy := filepath.Join(base, "b", "ws")
+	twin := filepath.Join(base, "b", "ws")
 	fresh := filepath.Join(base, "c", "new")
-	for _, d := range []string{ws, copy, fresh} {
+	for _, d := range []string{ws, twin, fresh} {
 		os.MkdirAll(d, 0o755)
 	}
 	os.WriteFile(filepath.Join(ws, "f"), []byte("f\n"), 0o644)
-	os.WriteFile(filepath.Join(copy, "f"), []byte("other\n"), 0o644)
+	os.WriteFile(filepath.Join(twin, "f"), []byte("other\n"), 0o644)
 	for _, args := range [][]string{{"init", "-d", db}, {"push", "-d", db, "-m", ws, "-q"}} {
 		if code, out := artCombined(t, args...); code != 0 {
 			t.Fatalf("art %q: %s", args, out)
 		}
 	}
 	for _, tc := range []struct{ dir, want string }{
-		{copy, "HEAD holds /ws/ from another directory of that name: 'art pull -m NEWDIR/ws'"},
+		{twin, "HEAD holds /ws/ from another directory of that name: 'art pull -m NEWDIR/ws'"},
 		{fresh, "was never pushed or pulled (record it with 'art push -m " + fresh + "')"},
 	} {
 		code, out := artCombined(t, "status", "-d", db, "-m", tc.dir)
@@ -151,7 +151,7 @@ func TestStatusOfACopy(t *testing.T) {
 			t.Errorf("status of %s: exit %d, want %q in:\n%s", tc.dir, code, tc.want, out)
 		}
 	}
-	if code, out := artCombined(t, "push", "-d", db, "-m", copy, "-q"); code == 0 {
+	if code, out := artCombined(t, "push", "-d", db, "-m", twin, "-q"); code == 0 {
 		t.Errorf("push of the copy went through:\n%s", out)
 	}
 }
