@@ -416,49 +416,9 @@ func (tx *Tx) mergeBase(a, b objects.ID) (objects.ID, error) {
 // host's, so a push holding any is no tree of the user's own (pull's check
 // of what git runs must not trust an agent's .git kept so).
 func (tx *Tx) keepExcluded(sc *scanner, rel string, host, tip objects.ID, kept *int) (objects.ID, error) {
-	if host == tip || tip.IsZero() || host.IsZero() {
-		return host, nil
-	}
-	ht, err := tx.LoadTree(host)
-	if err != nil {
-		return objects.Zero, fmt.Errorf("push: %s: %w", rel, err)
-	}
-	tt, err := tx.LoadTree(tip)
-	if err != nil {
-		return objects.Zero, fmt.Errorf("push: %s: %w", rel, err)
-	}
-	out := &objects.Tree{Entries: append([]objects.Entry(nil), ht.Entries...)}
-	changed := false
-	var keep []objects.Entry // appended once the search of out is done
-	for i := range tt.Entries {
-		e := &tt.Entries[i]
-		r := joinRel(rel, e.Name)
-		he, ok := out.Find(e.Name)
-		if !ok {
-			if sc.excluded(r, e.Type == objects.TypeDir) {
-				keep = append(keep, *e)
-				*kept++
-				changed = true
-			}
-			continue
-		}
-		if he.Type == objects.TypeDir && e.Type == objects.TypeDir && he.ID != e.ID {
-			id, err := tx.keepExcluded(sc, r, he.ID, e.ID, kept)
-			if err != nil {
-				return objects.Zero, err
-			}
-			if id != he.ID {
-				he.ID = id
-				changed = true
-			}
-		}
-	}
-	if !changed {
-		return host, nil
-	}
-	out.Entries = append(out.Entries, keep...)
-	out.Sort()
-	return tx.PutTree(out)
+	return tx.putBack(rel, host, tip, kept, func(string) func(string, *objects.Entry) bool {
+		return func(r string, e *objects.Entry) bool { return sc.excluded(r, e.Type == objects.TypeDir) }
+	})
 }
 
 // keepUnsynced puts back into the host's workspace tree (host) what the
@@ -472,7 +432,30 @@ func (tx *Tx) keepExcluded(sc *scanner, rel string, host, tip objects.ID, kept *
 // its absence a deletion. Only directories that differ are visited; kept
 // counts the entries put back.
 func (tx *Tx) keepUnsynced(sc *scanner, was gitignore.Matcher, rel string, host, from objects.ID, kept *int) (objects.ID, error) {
-	if was == nil || host == from || from.IsZero() || host.IsZero() {
+	if was == nil {
+		return host, nil
+	}
+	return tx.putBack(rel, host, from, kept, func(dir string) func(string, *objects.Entry) bool {
+		listed := map[string]bool{}
+		if row, ok := sc.synced[dir]; ok {
+			// A row that does not decode lists nothing: only what the
+			// old .artignore left out is put back, which deletes
+			// nothing the branch holds.
+			_, _ = decodeSyncRow(dir, row, func(name string, _ *syncedEntry) { listed[name] = true })
+		}
+		return func(r string, e *objects.Entry) bool {
+			isDir := e.Type == objects.TypeDir
+			return !listed[e.Name] && !sc.excluded(r, isDir) && excludedBy(was, r, isDir)
+		}
+	})
+}
+
+// putBack puts into the host's workspace tree (host) each entry of from
+// that the host's directory lacks and that the directory's test (keepIn,
+// asked once per directory) accepts, in every directory both trees have
+// and that differs; kept counts them. It returns the tree's new id.
+func (tx *Tx) putBack(rel string, host, from objects.ID, kept *int, keepIn func(dir string) func(r string, e *objects.Entry) bool) (objects.ID, error) {
+	if host == from || from.IsZero() || host.IsZero() {
 		return host, nil
 	}
 	ht, err := tx.LoadTree(host)
@@ -483,31 +466,24 @@ func (tx *Tx) keepUnsynced(sc *scanner, was gitignore.Matcher, rel string, host,
 	if err != nil {
 		return objects.Zero, fmt.Errorf("push: %s: %w", rel, err)
 	}
-	listed := map[string]bool{}
-	if row, ok := sc.synced[rel]; ok {
-		// A row that does not decode lists nothing: only what the old
-		// .artignore left out is put back, which deletes nothing the
-		// branch holds.
-		_, _ = decodeSyncRow(rel, row, func(name string, _ *syncedEntry) { listed[name] = true })
-	}
+	keepIt := keepIn(rel)
 	out := &objects.Tree{Entries: append([]objects.Entry(nil), ht.Entries...)}
 	changed := false
 	var keep []objects.Entry // appended once the search of out is done
 	for i := range ft.Entries {
 		e := &ft.Entries[i]
 		r := joinRel(rel, e.Name)
-		isDir := e.Type == objects.TypeDir
 		he, ok := out.Find(e.Name)
 		if !ok {
-			if !listed[e.Name] && !sc.excluded(r, isDir) && excludedBy(was, r, isDir) {
+			if keepIt(r, e) {
 				keep = append(keep, *e)
 				*kept++
 				changed = true
 			}
 			continue
 		}
-		if he.Type == objects.TypeDir && isDir && he.ID != e.ID {
-			id, err := tx.keepUnsynced(sc, was, r, he.ID, e.ID, kept)
+		if he.Type == objects.TypeDir && e.Type == objects.TypeDir && he.ID != e.ID {
+			id, err := tx.putBack(r, he.ID, e.ID, kept, keepIn)
 			if err != nil {
 				return objects.Zero, err
 			}
