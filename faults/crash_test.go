@@ -37,6 +37,17 @@ func calibrate(t *testing.T, e *env, args ...string) time.Duration {
 	return aim(r)
 }
 
+// calibratePush times the first push of e's workspace on a scratch
+// repository.
+func calibratePush(t *testing.T, e *env) time.Duration {
+	t.Helper()
+	scratch := &env{t: t, base: e.base, db: filepath.Join(e.base, "scratch", "art.db"), ws: e.ws}
+	scratch.artOK("init", "-d", scratch.db)
+	T := calibrate(t, scratch, "push", "-q", "-m", e.ws)
+	os.RemoveAll(filepath.Dir(scratch.db))
+	return T
+}
+
 // aim is the span kill points are drawn from after a run that took r.dur:
 // the tests re-aim after each run that ended before its kill point, so
 // that a calibration which overestimated the command does not leave every
@@ -47,11 +58,7 @@ func TestCrashPush(t *testing.T) {
 	e := newEnv(t)
 	rng := rngFor(t)
 	goTree(t, e.ws, pushTree()...)
-	// Calibrate on a scratch repository: the same full push.
-	scratch := &env{t: t, base: e.base, db: filepath.Join(e.base, "scratch", "art.db"), ws: e.ws}
-	scratch.artOK("init", "-d", scratch.db)
-	T := calibrate(t, scratch, "push", "-q", "-m", e.ws)
-	os.RemoveAll(filepath.Dir(scratch.db))
+	T := calibratePush(t, e)
 
 	e.artOK("init", "-d", e.db)
 	kills := pick(24, 4)
@@ -139,10 +146,7 @@ func TestCrashStagedPush(t *testing.T) {
 		}
 	}
 	writeBig()
-	scratch := &env{t: t, base: e.base, db: filepath.Join(e.base, "scratch", "art.db"), ws: e.ws}
-	scratch.artOK("init", "-d", scratch.db)
-	T := calibrate(t, scratch, "push", "-q", "-m", e.ws)
-	os.RemoveAll(filepath.Dir(scratch.db))
+	T := calibratePush(t, e)
 
 	e.artOK("init", "-d", e.db)
 	kills := pick(8, 3)
