@@ -543,10 +543,13 @@ func (p *puller) plan(n *pullNode) error {
 				// The user's deletion is a change too: a pull that
 				// wrote the entry back undid it, and the next push
 				// recorded it again.
+				// One conflict for a directory: the entries below have
+				// no host side (kid.host is nil), so planning them adds
+				// none. They are planned all the same, or --force wrote
+				// the directory empty and recorded the workspace as
+				// synced with the commit, and the next push recorded
+				// every file below as deleted.
 				p.conflict(rel, "deleted on the host")
-				if e.Type == objects.TypeDir {
-					continue // one conflict for the directory, not one per entry below
-				}
 			}
 			if e.Type == objects.TypeDir {
 				p.checkDirMode(kid, noMode)

@@ -670,3 +670,55 @@ func TestPullConflictLines(t *testing.T) {
 		t.Fatalf("a refused pull changed the host:\n%s", d)
 	}
 }
+
+// TestPullForceRestoresDeletedDirectories: a directory the host deleted is
+// one conflict, and --force writes what the commit holds there, its whole
+// subtree. The forced pull wrote the directory empty and recorded the
+// workspace as synced, so art status said it matched and the next push
+// recorded every file below as deleted.
+func TestPullForceRestoresDeletedDirectories(t *testing.T) {
+	files := map[string]string{"top": "t\n", "d/a": "a\n", "d/sub/b": "b\n", "d/sub/deep/c": "c\n", "e/f": "f\n"}
+	for _, tc := range []struct {
+		name     string
+		remove   []string
+		conflict string
+	}{
+		{"directory", []string{"d"}, "d (deleted on the host)"},
+		{"subdirectory", []string{"d/sub"}, "d/sub (deleted on the host)"},
+		{"directory and file", []string{"d/sub/deep", "e/f"}, "d/sub/deep (deleted on the host)"},
+		{"file", []string{"d/a"}, "d/a (deleted on the host)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, files)
+			v1 := push(t, r, ws, "v1").Commit
+			want := snapshot(t, ws)
+			for _, p := range tc.remove {
+				if err := os.RemoveAll(filepath.Join(ws, p)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := r.Pull(PullOptions{Dir: ws, Commit: v1})
+			mustFail(t, err, ErrConflict)
+			if !strings.Contains(err.Error(), tc.conflict) {
+				t.Fatalf("conflict message lacks %q: %v", tc.conflict, err)
+			}
+			// One conflict per path removed, none per entry below.
+			if res == nil || len(res.Conflicts) != len(tc.remove) {
+				t.Fatalf("conflicts %+v, want %d", res, len(tc.remove))
+			}
+			if _, err := r.Pull(PullOptions{Dir: ws, Commit: v1, Force: true}); err != nil {
+				t.Fatal(err)
+			}
+			if d := diffMaps(want, snapshot(t, ws)); d != "" {
+				t.Fatalf("host after the forced pull differs from the commit:\n%s", d)
+			}
+			// The next push records nothing deleted.
+			v2 := push(t, r, ws, "v2").Commit
+			if d := diffMaps(wsEntries(t, r, v1, "ws"), wsEntries(t, r, v2, "ws")); d != "" {
+				t.Fatalf("the push after the forced pull changed the branch:\n%s", d)
+			}
+		})
+	}
+}
