@@ -143,6 +143,12 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A workspace that moved with its repository takes its record along
+	// (see workspaceKey): without it, every file it holds that the
+	// commit changed was a conflict.
+	if err := r.adoptMoved(dir); err != nil {
+		return nil, err
+	}
 	gcGen, err := gcGeneration(r.DB)
 	if err != nil {
 		return nil, err

@@ -738,6 +738,7 @@ func TestMovedWorkspaceKeepsItsRecord(t *testing.T) {
 		{"moved", "", false},
 		{"moved, to a new branch", "elsewhere", false},
 		{"moved, with another gone", "", true},
+		{"moved, then pulled", "pull", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _, dir := movedRepo(t, func(r *Repo) {
@@ -749,6 +750,22 @@ func TestMovedWorkspaceKeepsItsRecord(t *testing.T) {
 			})
 			if got := r.KnownWorkspace(dir); got == tc.another {
 				t.Errorf("KnownWorkspace = %v", got)
+			}
+			if tc.branch == "pull" {
+				// The pull takes the record along too: a file the host
+				// did not change since the sync takes the session's
+				// change (unknown, it was a conflict).
+				os.WriteFile(filepath.Join(dir, "a"), []byte("a1\n"), 0o644)
+				tip := agentSession(t, r, func(d string) { writeFiles(t, d, map[string]string{"a": "session\n"}) })
+				if _, err := r.Pull(PullOptions{Dir: dir, Commit: tip, Branch: "main"}); err != nil {
+					t.Fatalf("pull into the moved workspace: %v", err)
+				}
+				for f, want := range map[string]string{"a": "session\n", "agent": "agent\n"} {
+					if b, err := os.ReadFile(filepath.Join(dir, f)); err != nil || string(b) != want {
+						t.Errorf("%s after the pull: %q %v", f, b, err)
+					}
+				}
+				return
 			}
 			res, err := r.Push(context.Background(), PushOptions{Dir: dir, Branch: tc.branch})
 			if tc.another {
