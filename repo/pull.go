@@ -519,6 +519,13 @@ func (p *puller) plan(n *pullNode) error {
 				if lstatPath(filepath.Join(p.dir, filepath.FromSlash(rel)), &st) != nil {
 					p.say("SKIP", rel, " (left out by .artignore; the commit keeps it)")
 					p.res.Ignored++
+				} else if a, ok, err := p.pushedEntry(rel); err != nil {
+					return err
+				} else if ok && (a.Type != e.Type || a.ID != e.ID) {
+					// The host has its own: a session's change there
+					// since the last push went unsaid ("0 updated").
+					p.say("SKIP", rel, " (left out by .artignore; the commit changed it since the last push, the host's is kept)")
+					p.res.Ignored++
 				}
 			}
 			continue

@@ -722,3 +722,83 @@ func TestPullForceRestoresDeletedDirectories(t *testing.T) {
 		})
 	}
 }
+
+// A session's change at a path .artignore leaves out, which the host has
+// too, is listed (SKIP): the pull said "0 updated" and nothing else.
+// Unchanged since the last push, it is not.
+func TestPullSaysIgnoredChangesItKeeps(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n", "build/out": "v1\n", "cache/x": "x\n"})
+	push(t, r, ws, "v1")
+	writeFiles(t, ws, map[string]string{".artignore": "build/\ncache/\n"})
+	push(t, r, ws, "v2")
+	// The session (art run) changes build/out, which push never reads.
+	tip := sessionCommit(t, r, withFile(t, r, mustTip(t, r, "main"), []string{"ws", "build", "out"}, "session\n"), mustTip(t, r, "main"))
+	setBranch(t, r, "main", tip)
+	var skips []string
+	res, err := r.Pull(PullOptions{Dir: ws, Commit: tip, Branch: "main", Report: func(l string) {
+		if strings.HasPrefix(l, "SKIP") {
+			skips = append(skips, l)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(skips) != 1 || !strings.Contains(skips[0], "/ws/build") || !strings.Contains(skips[0], "changed it since the last push") || res.Ignored != 1 {
+		t.Errorf("SKIP lines %q (%d counted), want one for build", skips, res.Ignored)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "build/out")); string(b) != "v1\n" {
+		t.Errorf("the host's build/out: %q", b)
+	}
+}
+
+// withFile returns a commit (parent: of) whose tree is of's with the file
+// at path (workspace first) holding content.
+func withFile(t *testing.T, r *Repo, of objects.ID, path []string, content string) objects.ID {
+	t.Helper()
+	c, err := r.LoadCommit(of)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	fid, size, err := tx.PutFile(strings.NewReader(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var put func(tree objects.ID, path []string) objects.ID
+	put = func(tree objects.ID, path []string) objects.ID {
+		tr, err := tx.LoadTree(tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := &objects.Tree{Entries: append([]objects.Entry(nil), tr.Entries...)}
+		e, ok := out.Find(path[0])
+		if !ok {
+			t.Fatalf("no %s in the tree", path[0])
+		}
+		if len(path) == 1 {
+			e.ID, e.Size = fid, uint64(size)
+		} else {
+			e.ID = put(e.ID, path[1:])
+		}
+		id, err := tx.PutTree(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	root := put(c.Tree, path)
+	id, err := tx.PutCommit(&objects.Commit{Tree: root, Parents: []objects.ID{of}, Time: c.Time + 1, Author: "t", Message: "with file"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
