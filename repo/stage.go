@@ -152,6 +152,7 @@ func (s *stager) rollback() {
 // Drop deletes the objects the staging inserted that nothing reaches
 // now: gc's rule, applied to those rows only, and counted as a gc run
 // (another staging may have found one of them stored and relied on it).
+// A chunk that any stored chunk list names stays (see keepListed).
 // Safe to call more than once, and on nil.
 func (st *Staged) Drop() error {
 	if st == nil || len(st.chunks)+len(st.files) == 0 {
@@ -167,18 +168,36 @@ func (st *Staged) Drop() error {
 	if err != nil {
 		return err
 	}
-	for _, d := range []struct {
-		table string
-		ids   []objects.ID
-		keep  map[objects.ID]bool
-	}{{"files", st.files, live.rc.files}, {"chunks", st.chunks, live.chunks}} {
-		for _, id := range d.ids {
-			if d.keep[id] {
-				continue
-			}
-			if _, err := tx.Exec(`DELETE FROM `+d.table+` WHERE id=?`, id[:]); err != nil {
-				return fmt.Errorf("drop staged %s %s: %w", d.table, id.Short(), err)
-			}
+	for _, id := range st.files {
+		if live.rc.files[id] {
+			continue
+		}
+		if _, err := tx.Exec(`DELETE FROM files WHERE id=?`, id[:]); err != nil {
+			return fmt.Errorf("drop staged files %s: %w", id.Short(), err)
+		}
+	}
+	// A chunk list that stays names its chunks too, though nothing
+	// reaches it: another staging (another process) may have found a
+	// chunk of this one stored and committed a list naming it. Killed
+	// before naming or dropping that list, it leaves it for gc, and the
+	// chunk must stay with it (fsck checks every list's chunks).
+	dead := map[objects.ID]bool{}
+	for _, id := range st.chunks {
+		if !live.chunks[id] {
+			dead[id] = true
+		}
+	}
+	if len(dead) > 0 {
+		if err := tx.keepListed(dead); err != nil {
+			return fmt.Errorf("drop staged chunks: %w", err)
+		}
+	}
+	for _, id := range st.chunks {
+		if !dead[id] {
+			continue
+		}
+		if _, err := tx.Exec(`DELETE FROM chunks WHERE id=?`, id[:]); err != nil {
+			return fmt.Errorf("drop staged chunks %s: %w", id.Short(), err)
 		}
 	}
 	if err := bumpGCGeneration(tx); err != nil {
@@ -202,4 +221,31 @@ func (st *Staged) Usable(tx *Tx) (bool, error) {
 	tx.NewObjects += st.NewObjects
 	tx.NewBytes += st.NewBytes
 	return true, nil
+}
+
+// keepListed removes from dead every chunk that a stored chunk list
+// names (all of them when a list cannot be decoded).
+func (tx *Tx) keepListed(dead map[objects.ID]bool) error {
+	rows, err := tx.Query(`SELECT chunks FROM files`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var list []byte
+		if err := rows.Scan(&list); err != nil {
+			return err
+		}
+		refs, err := objects.DecodeChunkList(list)
+		if err != nil {
+			// A damaged list (fsck names it): which chunks it needs
+			// cannot be told, so none is deleted; gc removes them.
+			clear(dead)
+			return nil
+		}
+		for _, c := range refs {
+			delete(dead, c.ID)
+		}
+	}
+	return rows.Err()
 }

@@ -263,3 +263,52 @@ func TestDropKeepsWhatIsReachable(t *testing.T) {
 		t.Errorf("a second drop: %v", err)
 	}
 }
+
+// A Drop leaves no chunk list naming a chunk it deletes: another staging
+// (another process) that found a staged chunk stored and committed its
+// own chunk list naming it, then was killed before naming either, left
+// that list behind, and fsck took the repository for damaged ("chunk
+// missing") until a gc ran.
+func TestDropKeepsChunksAnotherStagingNames(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		other [][]byte // what the other staging stores
+	}{
+		{"same file", [][]byte{randomBytes(11, 2<<20)}},
+		{"file sharing a chunk", [][]byte{append(randomBytes(11, 2<<20), randomBytes(12, 1<<20)...)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := stagingRepo(t)
+			mine := randomBytes(11, 2<<20)
+			a, err := r.StageFiles(context.Background(), 1, func(int) (io.Reader, error) {
+				return bytes.NewReader(mine), nil
+			}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The other process: its own connections, finding a's chunks.
+			r2, err := Open(r.Path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r2.Close()
+			r2.StageAbove, r2.StageBatch = r.StageAbove, r.StageBatch
+			b, err := r2.StageFiles(context.Background(), len(tc.other), func(i int) (io.Reader, error) {
+				return bytes.NewReader(tc.other[i]), nil
+			}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Drop(); err != nil {
+				t.Fatal(err)
+			}
+			// b's process is killed here: it neither names nor drops.
+			fsckClean(t, r, "after a drop beside another staging")
+			for i, f := range b.Files {
+				if got, err := r.ReadFile(f.ID, f.Size); err == nil && !bytes.Equal(got, tc.other[i]) {
+					t.Errorf("file %d reads back wrong", i)
+				}
+			}
+		})
+	}
+}
