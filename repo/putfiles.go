@@ -120,7 +120,7 @@ type chunkWriter struct {
 	err      error         // that failure; read once done is closed
 
 	mu     sync.Mutex
-	queued map[objects.ID]bool
+	queued map[objects.ID]chan struct{} // closed once the chunk was sent to the writer (or given up)
 }
 
 // writeJob is a chunk (data set, or nil for the empty chunk) or a file's
@@ -135,7 +135,7 @@ type writeJob struct {
 }
 
 func newChunkWriter(r *Repo, compress func([]byte) ([]byte, int), put func(writeJob) error) *chunkWriter {
-	w := &chunkWriter{r: r, compress: compress, jobs: make(chan writeJob, 64), done: make(chan struct{}), failed: make(chan struct{}), queued: map[objects.ID]bool{}}
+	w := &chunkWriter{r: r, compress: compress, jobs: make(chan writeJob, 64), done: make(chan struct{}), failed: make(chan struct{}), queued: map[objects.ID]chan struct{}{}}
 	go func() {
 		defer close(w.done)
 		for j := range w.jobs {
@@ -185,24 +185,36 @@ func (w *chunkWriter) send(ctx context.Context, j writeJob) error {
 // doing nothing. When staging (StageFiles), they see the batches
 // committed so far too, and a gc may delete what they found before the
 // caller's transaction names it: the caller checks (Staged.Usable).
-func (w *chunkWriter) claim(id objects.ID) (bool, error) {
+//
+// sent is closed once the chunk was handed to the writer (at once when
+// it is in the repository): a chunk list is sent only after each of its
+// chunks was, so that a staging never commits a list before a chunk it
+// names (another file's worker may still be compressing it). When need
+// is true the caller closes sent.
+func (w *chunkWriter) claim(id objects.ID) (need bool, sent chan struct{}, err error) {
 	w.mu.Lock()
-	if w.queued[id] {
+	if ch, ok := w.queued[id]; ok {
 		w.mu.Unlock()
-		return false, nil
+		return false, ch, nil
 	}
-	w.queued[id] = true
+	ch := make(chan struct{})
+	w.queued[id] = ch
 	w.mu.Unlock()
+	defer func() {
+		if !need {
+			close(ch)
+		}
+	}()
 	s, err := w.r.stmt(`SELECT 1 FROM chunks WHERE id=?`)
 	if err != nil {
-		return false, err
+		return false, ch, err
 	}
 	var one int
 	err = s.QueryRow(id[:]).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
-		return true, nil
+		return true, ch, nil
 	}
-	return false, err
+	return false, ch, err
 }
 
 // putStream stores file i: chunks the writer is to insert, then its
@@ -221,6 +233,7 @@ func (w *chunkWriter) putStream(ctx context.Context, open func(int) (io.Reader, 
 	var refs []objects.ChunkRef
 	var size int64
 	var zero objects.ChunkRef
+	var waits []chan struct{} // chunks other files' workers are sending
 	for {
 		c, err := ch.Next()
 		if err == io.EOF {
@@ -238,18 +251,32 @@ func (w *chunkWriter) putStream(ctx context.Context, open func(int) (io.Reader, 
 			if objects.IsZero(c) {
 				zero = objects.ChunkRef{ID: id, Size: uint32(len(c))}
 			}
-			if err := w.putChunk(ctx, id, c); err != nil {
+			sent, err := w.putChunk(ctx, id, c)
+			if err != nil {
 				return StoredFile{}, err
+			}
+			if sent != nil {
+				waits = append(waits, sent)
 			}
 		}
 		refs = append(refs, objects.ChunkRef{ID: id, Size: uint32(len(c))})
 		size += int64(len(c))
 	}
 	if size == 0 {
-		return StoredFile{ID: objects.Hash(nil)}, w.putChunk(ctx, objects.Hash(nil), nil)
+		_, err := w.putChunk(ctx, objects.Hash(nil), nil)
+		return StoredFile{ID: objects.Hash(nil)}, err
 	}
 	id := h.Sum()
 	if len(refs) > 1 {
+		for _, ch := range waits {
+			select {
+			case <-ch:
+			case <-w.failed:
+				return StoredFile{}, errWriterFailed
+			case <-ctx.Done():
+				return StoredFile{}, ctx.Err()
+			}
+		}
 		if err := w.send(ctx, writeJob{id: id, size: size, refs: refs}); err != nil {
 			return StoredFile{}, err
 		}
@@ -260,17 +287,21 @@ func (w *chunkWriter) putStream(ctx context.Context, open func(int) (io.Reader, 
 // putChunk compresses chunk c (whose id is id) and queues it, unless it
 // is stored or queued already. c is only valid until the chunker's next
 // call, so what is queued is always a copy.
-func (w *chunkWriter) putChunk(ctx context.Context, id objects.ID, c []byte) error {
-	need, err := w.claim(id)
+//
+// It returns, when another file's worker is sending the chunk, a channel
+// closed once that worker did (see claim).
+func (w *chunkWriter) putChunk(ctx context.Context, id objects.ID, c []byte) (chan struct{}, error) {
+	need, sent, err := w.claim(id)
 	if err != nil {
-		return fmt.Errorf("look up chunk %s: %w", id.Short(), err)
+		return nil, fmt.Errorf("look up chunk %s: %w", id.Short(), err)
 	}
 	if !need {
-		return nil
+		return sent, nil
 	}
+	defer close(sent) // sent, or given up: the error stops the other workers
 	data, enc := w.compress(c)
 	if enc == objects.EncRaw {
 		data = append([]byte{}, c...)
 	}
-	return w.send(ctx, writeJob{id: id, raw: len(c), enc: enc, data: data})
+	return nil, w.send(ctx, writeJob{id: id, raw: len(c), enc: enc, data: data})
 }

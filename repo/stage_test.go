@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/artproject/art/objects"
 )
@@ -310,5 +312,75 @@ func TestDropKeepsChunksAnotherStagingNames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A staged chunk list is committed no earlier than its chunks: two files
+// sharing a chunk, the worker of the second found it queued by the first
+// and sent its list while the first still compressed it. In batches of
+// their own, the list could commit before the chunk, and a kill in
+// between left a list naming a missing chunk (fsck: "chunk missing").
+func TestStagedListAfterItsChunks(t *testing.T) {
+	r := stagingRepo(t)
+	r.StageBatch = 1 // every insert its own committed batch
+	content := randomBytes(21, 3*objects.MaxChunk)
+	release := make(chan struct{})
+	var once sync.Once
+	blocked := make(chan objects.ID, 1)
+	var comp compressor
+	compress := func(c []byte) ([]byte, int) {
+		// The first chunk compressed waits until a list is put (or a
+		// moment passes, when lists wait for their chunks).
+		id := objects.Hash(c)
+		stall := false
+		once.Do(func() { stall = true })
+		if stall {
+			blocked <- id
+			select {
+			case <-release:
+			case <-time.After(time.Second):
+			}
+		}
+		return comp.compress(c)
+	}
+	st := &Staged{r: r}
+	s := &stager{st: st}
+	defer s.rollback()
+	var mu sync.Mutex
+	var bad []string
+	put := func(j writeJob) error {
+		if j.refs != nil {
+			for _, c := range j.refs {
+				var one int
+				if err := r.DB.QueryRow(`SELECT 1 FROM chunks WHERE id=?`, c.ID[:]).Scan(&one); err != nil {
+					mu.Lock()
+					bad = append(bad, c.ID.Short())
+					mu.Unlock()
+				}
+			}
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		}
+		return s.put(j)
+	}
+	w := newChunkWriter(r, compress, put)
+	_, err := w.putFiles(context.Background(), 2, func(int) (io.Reader, error) {
+		return bytes.NewReader(content), nil
+	}, nil)
+	if werr := w.close(); err == nil {
+		err = werr
+	}
+	if err == nil {
+		err = s.commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-blocked
+	if len(bad) > 0 {
+		t.Errorf("a chunk list was put before its chunks %v were committed", bad)
 	}
 }
