@@ -168,12 +168,22 @@ func (st *Staged) Drop() error {
 	if err != nil {
 		return err
 	}
+	deleted := 0
+	del := func(table string, id objects.ID) error {
+		res, err := tx.Exec(`DELETE FROM `+table+` WHERE id=?`, id[:])
+		if err != nil {
+			return fmt.Errorf("drop staged %s %s: %w", table, id.Short(), err)
+		}
+		n, _ := res.RowsAffected()
+		deleted += int(n)
+		return nil
+	}
 	for _, id := range st.files {
 		if live.rc.files[id] {
 			continue
 		}
-		if _, err := tx.Exec(`DELETE FROM files WHERE id=?`, id[:]); err != nil {
-			return fmt.Errorf("drop staged files %s: %w", id.Short(), err)
+		if err := del("files", id); err != nil {
+			return err
 		}
 	}
 	// A chunk list that stays names its chunks too, though nothing
@@ -196,12 +206,17 @@ func (st *Staged) Drop() error {
 		if !dead[id] {
 			continue
 		}
-		if _, err := tx.Exec(`DELETE FROM chunks WHERE id=?`, id[:]); err != nil {
-			return fmt.Errorf("drop staged chunks %s: %w", id.Short(), err)
+		if err := del("chunks", id); err != nil {
+			return err
 		}
 	}
-	if err := bumpGCGeneration(tx); err != nil {
-		return err
+	// Only a deletion counts as a gc run: each one makes every push
+	// that staged or read its stat cache meanwhile start over (three
+	// times at most).
+	if deleted > 0 {
+		if err := bumpGCGeneration(tx); err != nil {
+			return err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("drop staged objects: %w", err)

@@ -384,3 +384,28 @@ func TestStagedListAfterItsChunks(t *testing.T) {
 		t.Errorf("a chunk list was put before its chunks %v were committed", bad)
 	}
 }
+
+// A drop that deletes nothing (everything it staged is named by now)
+// does not count as a gc run: every concurrent push would start over.
+func TestDropOfNothingIsNoGCRun(t *testing.T) {
+	r := stagingRepo(t)
+	content := randomBytes(9, 2<<20)
+	st, err := r.StageFiles(context.Background(), 1, func(int) (io.Reader, error) { return bytes.NewReader(content), nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.StageAbove = 1 << 40
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"f": string(content)})
+	push(t, r, ws, "names it all")
+	gen, err := gcGeneration(r.DB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Drop(); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := gcGeneration(r.DB); after != gen {
+		t.Errorf("a drop that deleted nothing moved the gc generation %d -> %d", gen, after)
+	}
+}
