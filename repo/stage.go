@@ -151,7 +151,8 @@ func (s *stager) rollback() {
 
 // Drop deletes the objects the staging inserted that nothing reaches
 // now: gc's rule, applied to those rows only, and counted as a gc run
-// (another staging may have found one of them stored and relied on it).
+// when it deleted any (another staging may have found one of them
+// stored and relied on it).
 // A chunk that any stored chunk list names stays (see keepListed).
 // Safe to call more than once, and on nil.
 func (st *Staged) Drop() error {
