@@ -45,7 +45,7 @@ type Staged struct {
 
 // StageFiles stores the contents of n files as PutFiles does, but in
 // transactions of its own of about r.StageBatch bytes each, committed one
-// after the other, each holding the write lock only while it inserts.
+// after the other: the write lock is held for one batch at a time.
 // On failure what it committed is dropped again (Staged.Drop).
 func (r *Repo) StageFiles(ctx context.Context, n int, open func(i int) (io.Reader, error), stored func(i int, size int64)) (*Staged, error) {
 	gen, err := gcGeneration(r.DB)
