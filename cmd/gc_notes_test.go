@@ -6,11 +6,11 @@ import (
 	"database/sql"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/artproject/art/internal/testenv"
 	"github.com/artproject/art/repo"
 )
 
@@ -121,10 +121,7 @@ func TestGCCompactionFailureNote(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if out, err := exec.Command("chattr", "+a", db+"-wal").CombinedOutput(); err != nil {
-		t.Skipf("chattr: %v %s", err, out)
-	}
-	defer exec.Command("chattr", "-a", db+"-wal").Run()
+	testenv.Chattr(t, "+a", db+"-wal")
 	res, err := r.GC(nil)
 	if err != nil || res.CompactErr == nil {
 		t.Fatalf("gc beside an append-only log: %+v, %v; want the objects freed and a compaction error", res, err)

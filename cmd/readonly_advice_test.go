@@ -2,19 +2,17 @@ package cmd
 
 import (
 	"bytes"
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/artproject/art/internal/testenv"
 )
 
 // A repository whose -wal file is append-only (chattr +a) opens read-only:
 // the advice names that file and the way out, not the permissions.
 func TestReadOnlyAdviceNamesTheLog(t *testing.T) {
 	db := garbageRepo(t)
-	if out, err := exec.Command("chattr", "+a", db+"-wal").CombinedOutput(); err != nil {
-		t.Skipf("chattr: %v %s", err, out)
-	}
-	defer exec.Command("chattr", "-a", db+"-wal").Run()
+	testenv.Chattr(t, "+a", db+"-wal")
 	var stdout, stderr bytes.Buffer
 	code := Main([]string{"gc", "-d", db}, strings.NewReader(""), &stdout, &stderr)
 	if code == 0 {

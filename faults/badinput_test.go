@@ -8,13 +8,13 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/artproject/art/internal/testenv"
 	"github.com/artproject/art/overlay"
 	"github.com/artproject/art/repo"
 )
@@ -429,10 +429,7 @@ func TestUnwritableRepository(t *testing.T) {
 			}
 		}},
 		{"immutable file", "is immutable or append-only", func(t *testing.T, e *env) {
-			if out, err := exec.Command("chattr", "+i", e.db).CombinedOutput(); err != nil {
-				t.Skipf("skipping: chattr +i on %s: %v %s (the filesystem has no such flag)", e.db, err, out)
-			}
-			t.Cleanup(func() { exec.Command("chattr", "-i", e.db).Run() })
+			testenv.Chattr(t, "+i", e.db)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/artproject/art/internal/testenv"
 	"github.com/artproject/art/objects"
 )
 
@@ -529,17 +529,6 @@ func TestGCCompacts(t *testing.T) {
 	}
 }
 
-// chattr sets or clears a file attribute (+a: append-only) and clears it
-// again when the test ends; the test is skipped where it cannot (not
-// root, a filesystem without attributes).
-func chattr(t *testing.T, flag, path string) {
-	t.Helper()
-	if out, err := exec.Command("chattr", flag, path).CombinedOutput(); err != nil {
-		t.Skipf("chattr %s %s: %v %s", flag, path, err, out)
-	}
-	t.Cleanup(func() { exec.Command("chattr", "-a", path).Run() })
-}
-
 // garbage stores 4 MiB no commit references and returns the repository's
 // write-ahead log to empty.
 func garbage(t *testing.T, r *Repo) {
@@ -573,7 +562,7 @@ func TestGCCompactionFails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newTestRepo(t)
 			garbage(t, r)
-			chattr(t, "+a", r.Path+tc.suffix)
+			testenv.Chattr(t, "+a", r.Path+tc.suffix)
 			res, err := r.GC(nil)
 			if err != nil {
 				t.Fatalf("gc failed with its deletions done: %v", err)
@@ -591,7 +580,7 @@ func TestGCCompactionFails(t *testing.T) {
 			if err := r.DB.QueryRow(`SELECT count(*) FROM chunks`).Scan(&n); err != nil || n != 0 {
 				t.Errorf("the repository after the failed compaction: %d chunks, %v", n, err)
 			}
-			exec.Command("chattr", "-a", r.Path+tc.suffix).Run()
+			testenv.Unchattr(t, "+a", r.Path+tc.suffix)
 			r = reopen(t, r)
 			if fr, err := r.Fsck(nil); err != nil || len(fr.Problems) > 0 {
 				t.Fatalf("fsck after the failed compaction: %+v, %v", fr, err)
