@@ -344,10 +344,9 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 
 	var stored []StoredFile
 	if staged != nil {
-		// No gc ran since the scan (above), so none since the staging.
-		if _, err := staged.Usable(tx); err != nil {
-			return nil, err
-		}
+		// No gc ran since the scan (checked above), so none since the
+		// staging either: what it stored is there.
+		staged.countIn(tx)
 		stored = staged.Files
 	} else if stored, err = tx.PutFiles(ctx, len(todo), openFile, progress); err != nil {
 		return nil, fileErr(err)

@@ -234,9 +234,14 @@ func (st *Staged) Usable(tx *Tx) (bool, error) {
 	if err != nil || gen != st.Gen {
 		return false, err
 	}
+	st.countIn(tx)
+	return true, nil
+}
+
+// countIn counts the staged objects among tx's new objects.
+func (st *Staged) countIn(tx *Tx) {
 	tx.NewObjects += st.NewObjects
 	tx.NewBytes += st.NewBytes
-	return true, nil
 }
 
 // keepListed removes from dead every chunk that a stored chunk list

@@ -409,3 +409,29 @@ func TestDropOfNothingIsNoGCRun(t *testing.T) {
 		t.Errorf("a drop that deleted nothing moved the gc generation %d -> %d", gen, after)
 	}
 }
+
+// A push whose drop of what it staged fails says so and that art gc
+// removes it; the repository stays whole, and gc then frees it.
+func TestFailedDropAfterAStagedPush(t *testing.T) {
+	r := stagingRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n"})
+	push(t, r, ws, "v1")
+	agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n"}) })
+	writeFiles(t, ws, map[string]string{"a": "host\n", "big": string(randomBytes(11, 2<<20))})
+	if _, err := r.DB.Exec(`CREATE TRIGGER stop BEFORE DELETE ON chunks BEGIN SELECT RAISE(ABORT, 'injected'); END`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Push(context.Background(), PushOptions{Dir: ws})
+	if !errors.Is(err, ErrPushConflict) || !strings.Contains(err.Error(), "injected") || !strings.Contains(err.Error(), "art gc removes it") {
+		t.Fatalf("push: %v, want the conflict and the failed removal", err)
+	}
+	fsckClean(t, r, "after a drop that failed")
+	if _, err := r.DB.Exec(`DROP TRIGGER stop`); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := r.GC(nil); err != nil || g.Chunks == 0 {
+		t.Errorf("gc after the failed drop: %+v %v, want the staged chunks freed", g, err)
+	}
+	fsckClean(t, r, "after gc")
+}
