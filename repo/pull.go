@@ -452,6 +452,12 @@ func (p *puller) conflict(rel, why string) {
 	p.conflicts = append(p.conflicts, QuotePath(rel)+" ("+why+")")
 }
 
+// ignoreFileChanged is the conflict of an .artignore the commit changes:
+// it decides what push leaves out, and a commit (an agent's work)
+// emptying it would have the next push store the host's secrets. The user
+// takes it knowingly.
+const ignoreFileChanged = "changed in the commit; it decides what push leaves out, so review it, then pull with --force"
+
 // conflictOnContent records the conflict, if any, of a host file or link
 // (h) whose content differs from the commit's: unchangedOnHost says
 // whether the host still has what it last synced. One line per path: an
@@ -460,12 +466,9 @@ func (p *puller) conflict(rel, why string) {
 func (p *puller) conflictOnContent(rel string, h *hostEntry, unchangedOnHost bool) {
 	switch {
 	case isIgnoreFile(rel) && !unchangedOnHost:
-		// It decides what push leaves out: a commit (an agent's work)
-		// emptying it would have the next push store the host's
-		// secrets. The user takes it knowingly.
 		p.conflict(rel, "changed on the host and in the commit; it decides what push leaves out: compare the two, then pull with --force to take the commit's, or push yours to a new branch with -b NAME")
 	case isIgnoreFile(rel):
-		p.conflict(rel, "changed in the commit; it decides what push leaves out, so review it, then pull with --force")
+		p.conflict(rel, ignoreFileChanged)
 	case unchangedOnHost:
 	case h.old == nil:
 		p.conflict(rel, "made on the host, where the commit has another")
@@ -606,7 +609,7 @@ func (p *puller) plan(n *pullNode) error {
 			kid.op = opWrite
 			if h.typ == objects.TypeDir {
 				if isIgnoreFile(rel) {
-					p.conflict(rel, "changed in the commit; it decides what push leaves out, so review it, then pull with --force")
+					p.conflict(rel, ignoreFileChanged)
 				}
 				// Replacing a directory removes what is below it.
 				if err := p.planRemoval(kid); err != nil {
