@@ -177,27 +177,33 @@ func (r *Repo) movedRecord(dir string) (string, error) {
 	return gone[0], nil
 }
 
+// moveRecord moves the record of workspace from to to (relinkWorkspace)
+// in a transaction of its own; fail words a failure, after which nothing
+// changed.
+func (r *Repo) moveRecord(from, to string, fail func(error) error) error {
+	tx, err := r.Begin()
+	if err != nil {
+		return fail(fmt.Errorf("move the record of workspace %s to %s: %w", from, to, err))
+	}
+	defer tx.Rollback()
+	if err := relinkWorkspace(tx, from, to); err != nil {
+		return fail(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(fmt.Errorf("move the record of workspace %s to %s: %w", from, to, err))
+	}
+	return nil
+}
+
 // adoptMoved moves to dir the record movedRecord finds (see workspaceKey).
 func (r *Repo) adoptMoved(dir string) error {
 	old, err := r.movedRecord(dir)
 	if err != nil || old == "" {
 		return err
 	}
-	fail := func(err error) error {
-		return fmt.Errorf("move the record of workspace %s (gone) to %s: %w; the repository is unchanged: fix the cause and run the command again", old, dir, err)
-	}
-	tx, err := r.Begin()
-	if err != nil {
-		return fail(err)
-	}
-	defer tx.Rollback()
-	if err := relinkWorkspace(tx, old, dir); err != nil {
-		return fail(err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fail(err)
-	}
-	return nil
+	return r.moveRecord(old, dir, func(err error) error {
+		return fmt.Errorf("%w; the repository is unchanged: fix the cause and run the command again", err)
+	})
 }
 
 // relinkWorkspace is the transaction for relinkWorkspace at run time, when
@@ -220,18 +226,7 @@ func (r *Repo) relinkWorkspace(abs, real string) error {
 	if n == 0 {
 		return nil
 	}
-	tx, err := r.Begin()
-	if err != nil {
-		return fail(fmt.Errorf("move the record of workspace %s to %s: %w", abs, real, err))
-	}
-	defer tx.Rollback()
-	if err := relinkWorkspace(tx, abs, real); err != nil {
-		return fail(err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fail(fmt.Errorf("move the record of workspace %s to %s: %w", abs, real, err))
-	}
-	return nil
+	return r.moveRecord(abs, real, fail)
 }
 
 // makePrivate takes group and other access away from the repository file,
