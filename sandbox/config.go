@@ -8,6 +8,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -696,16 +697,7 @@ func searchableAs(id identity, dir string) bool {
 		if err := syscall.Stat(p, &st); err != nil {
 			return false
 		}
-		var bit uint32
-		switch {
-		case st.Uid == id.uid:
-			bit = 0o100
-		case st.Gid == id.gid:
-			bit = 0o010
-		default:
-			bit = 0o001
-		}
-		if st.Mode&bit == 0 && !hasACL(p) {
+		if st.Mode&id.searchBit(st) == 0 && !hasACL(p) {
 			return false
 		}
 		if c == "" {
@@ -717,13 +709,21 @@ func searchableAs(id identity, dir string) bool {
 	if err := syscall.Stat(p, &st); err != nil {
 		return false
 	}
-	bit := uint32(0o001)
+	return st.Mode&id.searchBit(st) != 0 || hasACL(p)
+}
+
+// searchBit is the mode bit that lets id search a directory, as the kernel
+// picks it: the owner's, else the group's when the directory's group is
+// id's primary or one of its supplementary groups (the agent runs with
+// them), else the others'.
+func (id identity) searchBit(st syscall.Stat_t) uint32 {
 	if st.Uid == id.uid {
-		bit = 0o100
-	} else if st.Gid == id.gid {
-		bit = 0o010
+		return 0o100
 	}
-	return st.Mode&bit != 0 || hasACL(p)
+	if st.Gid == id.gid || slices.Contains(id.groups, st.Gid) {
+		return 0o010
+	}
+	return 0o001
 }
 
 // hasACL reports whether a path carries a POSIX access ACL.

@@ -494,16 +494,7 @@ func unreachable(path string, id identity) string {
 			return ""
 		}
 		if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-			var bit uint32
-			switch {
-			case st.Uid == id.uid:
-				bit = 0o100
-			case st.Gid == id.gid:
-				bit = 0o010
-			default:
-				bit = 0o001
-			}
-			if st.Mode&bit == 0 {
+			if st.Mode&id.searchBit(st) == 0 {
 				return fmt.Sprintf("%s (mode %04o, owner %d:%d) cannot be searched by uid %d", cur, st.Mode&0o7777, st.Uid, st.Gid, id.uid)
 			}
 		}

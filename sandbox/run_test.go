@@ -809,6 +809,36 @@ func TestOutputFileFull(t *testing.T) {
 // them: they were dropped, and a file U reads through a group was
 // unreadable inside.
 func TestAgentUserKeepsItsGroups(t *testing.T) {
+	name, gid := groupUser(t)
+	// A file only the group reads, where the agent can reach it.
+	dir, err := os.MkdirTemp("", "art-groups-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("for the group\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(secret, 0, gid); err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig(t, "cat", secret)
+	cfg.User = name
+	cfg.Binds = []Bind{{Host: dir, Guest: "/mnt", ReadOnly: true}}
+	cfg.Argv = []string{"cat", "/mnt/secret"}
+	o := run(t, cfg, "")
+	if o.Err != nil || o.ExitCode != 0 || o.Stdout != "for the group\n" {
+		t.Fatalf("the agent could not read its group's file: %+v", o)
+	}
+}
+
+// groupUser makes a user whose primary group is nogroup and who belongs to
+// a group of its own, removed when the test ends: the user's name and that
+// group's id.
+func groupUser(t *testing.T) (string, int) {
+	t.Helper()
 	requireBwrap(t)
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: needs root (only root runs the agent as another user)")
@@ -827,31 +857,53 @@ func TestAgentUserKeepsItsGroups(t *testing.T) {
 		t.Skipf("skipping: useradd: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("userdel", name).Run() })
-	// A file only the group reads, where the agent can reach it.
-	dir, err := os.MkdirTemp("", "art-groups-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	os.Chmod(dir, 0o755)
-	secret := filepath.Join(dir, "secret")
-	if err := os.WriteFile(secret, []byte("for the group\n"), 0o640); err != nil {
-		t.Fatal(err)
-	}
 	g, err := user.LookupGroup(name + "g")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gid, _ := strconv.Atoi(g.Gid)
-	if err := os.Chown(secret, 0, gid); err != nil {
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := baseConfig(t, "cat", secret)
+	return name, gid
+}
+
+// TestHideReachableThroughGroup hides a repository that the agent's user
+// reaches only through a supplementary group: it was judged out of reach
+// (only the primary group was compared), left unhidden, and readable.
+func TestHideReachableThroughGroup(t *testing.T) {
+	name, gid := groupUser(t)
+	base, err := os.MkdirTemp("/var/tmp", "art-hidegroup-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	grp := filepath.Join(base, "grp")
+	dotArt := filepath.Join(grp, "repo", ".art")
+	if err := os.MkdirAll(dotArt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dotArt, "art.db"), []byte("TOPSECRET"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(grp, 0, gid); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(grp, 0o750)
+	cfg := baseConfig(t, "cat", filepath.Join(dotArt, "art.db"))
 	cfg.User = name
-	cfg.Binds = []Bind{{Host: dir, Guest: "/mnt", ReadOnly: true}}
-	cfg.Argv = []string{"cat", "/mnt/secret"}
+	cfg.Hide = []string{dotArt}
 	o := run(t, cfg, "")
-	if o.Err != nil || o.ExitCode != 0 || o.Stdout != "for the group\n" {
-		t.Fatalf("the agent could not read its group's file: %+v", o)
+	if o.Err != nil {
+		t.Fatalf("Run: %v (%q)", o.Err, o.Stderr)
+	}
+	if strings.Contains(o.Stdout, "TOPSECRET") || !strings.Contains(o.Stderr, "No such file") {
+		t.Errorf("the repository reached through a group was readable: %+v %q %q", o.Result, o.Stdout, o.Stderr)
+	}
+	// The control: without Hide, the group lets the agent read it.
+	cfg.Hide = nil
+	if o := run(t, cfg, ""); !strings.Contains(o.Stdout, "TOPSECRET") {
+		t.Errorf("control failed: %q %q", o.Stdout, o.Stderr)
 	}
 }
