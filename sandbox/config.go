@@ -440,8 +440,13 @@ func makePlan(cfg Config, limits string) (*plan, error) {
 	// session of its own whose controlling terminal is the fresh pty (see
 	// shimScript).
 	a = append(a, "--die-with-parent", "--cap-drop", "ALL", "--new-session")
+	a = append(a, "--ro-bind", "/", "/")
+	// Host unix sockets first (sockets.go): later mounts of the home,
+	// binds and hidden paths go over them where they overlap.
+	for _, s := range hostSocketMasks(id) {
+		a = append(a, "--ro-bind", "/dev/null", s)
+	}
 	a = append(a,
-		"--ro-bind", "/", "/",
 		"--dev", "/dev",
 		"--proc", "/proc",
 		"--perms", "1777", "--tmpfs", "/tmp",
@@ -580,13 +585,7 @@ func hideTargets(hide []string, home string, binds []Bind, id identity) ([]hideT
 			}
 		}
 		// In the read-only view of the host root.
-		hidden := false
-		for _, m := range masked {
-			if _, ok := within(real, m); ok {
-				hidden = true
-			}
-		}
-		if !hidden {
+		if !underMasked(real) {
 			add(real, dir)
 		}
 	}

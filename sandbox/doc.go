@@ -3,7 +3,8 @@
 //
 // It owns: turning a Config into a bwrap command line (read-only host root,
 // private /tmp, /dev/shm and /run, own /dev and /proc, hidden /root, /home
-// and caller-named paths, the agent home bound at /home/agent, extra binds,
+// and caller-named paths, the host's bound unix sockets covered (sockets.go),
+// the agent home bound at /home/agent, extra binds,
 // a cleared environment, no network unless asked, no capabilities, no new
 // privileges, no further user namespaces); parsing binds.json; choosing the
 // unprivileged host user the agent runs as when the caller is root; running

@@ -1,0 +1,118 @@
+package sandbox
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Host unix sockets. The sandbox sees the host's files read-only, but
+// connecting to a unix socket by its path needs no write to the file
+// system, only write permission on the socket, and a network namespace of
+// its own does not stop it: the agent could reach a host daemon's socket
+// (LXD's, a database's, a rootless container engine's) wherever it lies
+// outside the directories the sandbox replaces (/run, /tmp, /home, /root).
+// Run covers each socket the host has bound (the kernel lists them in
+// /proc/net/unix) with /dev/null, on which connect fails. Sockets bound
+// later, or from another network namespace, are not in that list.
+
+// procNetUnix lists the unix sockets of art's network namespace, the host's.
+const procNetUnix = "/proc/net/unix"
+
+// maxSocketMasks bounds the mounts spent on sockets: each costs bwrap a
+// mount, and an agent of a concurrent session with --net and a writable
+// bind could bind sockets by the thousand in a host directory.
+const maxSocketMasks = 512
+
+// unixLine matches a line of /proc/net/unix that names a socket:
+// "Num: RefCount Protocol Flags Type St Inode Path". The inode is padded
+// with spaces; the path is the rest of the line, byte for byte.
+var unixLine = regexp.MustCompile(`^[0-9a-fA-F]+: [0-9A-F]+ [0-9A-F]+ [0-9A-F]+ [0-9A-F]+ [0-9A-F]+ +[0-9]+ (.+)$`)
+
+// boundSocketPaths returns the absolute paths in a /proc/net/unix listing,
+// each once, in listing order. Abstract sockets (@name) and relative paths
+// (bound relative to their daemon's directory) are left out.
+func boundSocketPaths(r io.Reader) []string {
+	var out []string
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for sc.Scan() {
+		m := unixLine.FindStringSubmatch(sc.Text())
+		if m == nil || !strings.HasPrefix(m[1], "/") || seen[m[1]] {
+			continue
+		}
+		seen[m[1]] = true
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// socketsToMask picks, from the bound socket paths, the host sockets the
+// agent's user could reach by path in the sandbox's view of the host root:
+// each resolved to its real path, still a socket, outside the directories
+// the sandbox replaces, and on a path bwrap (running as that user) can
+// reach to mount over.
+func socketsToMask(bound []string, id identity) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range bound {
+		real, ok := socketAt(p)
+		if !ok && strings.HasSuffix(p, "@") {
+			// The kernel prints a NUL in the bound name as '@': some
+			// daemons count the terminating NUL in the address.
+			real, ok = socketAt(strings.TrimRight(p, "@"))
+		}
+		if !ok || seen[real] || underMasked(real) {
+			continue
+		}
+		seen[real] = true
+		out = append(out, real)
+	}
+	reachable := reachableAs(id, out)
+	kept := out[:0]
+	for _, p := range out {
+		if reachable[p] && len(kept) < maxSocketMasks {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
+// socketAt resolves p and reports whether a socket is there.
+func socketAt(p string) (string, bool) {
+	real, err := filepath.EvalSymlinks(filepath.Clean(p))
+	if err != nil {
+		return "", false
+	}
+	st, err := os.Lstat(real)
+	if err != nil || st.Mode()&os.ModeSocket == 0 {
+		return "", false
+	}
+	return real, true
+}
+
+// underMasked reports whether p lies where the sandbox never shows the
+// host's files.
+func underMasked(p string) bool {
+	for _, m := range masked {
+		if _, ok := within(p, m); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// hostSocketMasks lists the host sockets to cover for id; an unreadable
+// listing covers none (as on a kernel without /proc/net/unix).
+func hostSocketMasks(id identity) []string {
+	f, err := os.Open(procNetUnix)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	return socketsToMask(boundSocketPaths(f), id)
+}

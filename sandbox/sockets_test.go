@@ -1,0 +1,161 @@
+package sandbox
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestBoundSocketPaths(t *testing.T) {
+	const header = "Num       RefCount Protocol Flags    Type St Inode Path\n"
+	tests := []struct {
+		name, listing string
+		want          []string
+	}{
+		{"pathname", "0000000000000000: 00000002 00000000 00010000 0001 01 23456 /var/lib/lxd/unix.socket\n", []string{"/var/lib/lxd/unix.socket"}},
+		{"padded inode", "ffff8a0c: 00000003 00000000 00000000 0001 03     7 /run/a\n", []string{"/run/a"}},
+		{"unnamed", "0000000000000000: 00000003 00000000 00000000 0001 03 33222\n", nil},
+		{"abstract", "0000000000000000: 00000002 00000000 00010000 0001 01 23456 @/tmp/.X11-unix/X0\n", nil},
+		{"relative", "0000000000000000: 00000002 00000000 00010000 0001 01 23456 sock\n", nil},
+		{"spaces kept", "0000000000000000: 00000002 00000000 00010000 0001 01 23456 /srv/my dir/s s\n", []string{"/srv/my dir/s s"}},
+		{"each once", "0000000000000000: 00000002 00000000 00010000 0001 01 1 /x\n0000000000000000: 00000003 00000000 00000000 0001 03 2 /x\n", []string{"/x"}},
+		{"not a listing line", "/etc/passwd\n0000: garbage /etc/shadow\n", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := boundSocketPaths(strings.NewReader(header + tc.listing))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// listenUnix binds a unix socket at p, closed when the test ends.
+func listenUnix(t *testing.T, p string) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
+func TestSocketsToMask(t *testing.T) {
+	dir, err := os.MkdirTemp("/var/tmp", "art-sockets-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir, _ = filepath.EvalSymlinks(dir)
+	sock := filepath.Join(dir, "daemon.sock")
+	listenUnix(t, sock)
+	plain := filepath.Join(dir, "plain")
+	os.WriteFile(plain, nil, 0o644)
+	link := filepath.Join(dir, "link")
+	os.Symlink(sock, link)
+	tmp, err := os.MkdirTemp("/tmp", "art-sockets-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	inTmp := filepath.Join(tmp, "s")
+	listenUnix(t, inTmp)
+
+	me := identity{uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
+	tests := []struct {
+		name  string
+		bound []string
+		want  []string
+	}{
+		{"a socket", []string{sock}, []string{sock}},
+		{"through a link, once", []string{link, sock}, []string{sock}},
+		{"a NUL counted in the address", []string{sock + "@"}, []string{sock}},
+		{"gone, or not a socket", []string{filepath.Join(dir, "gone"), plain, dir}, nil},
+		{"under the sandbox's own /tmp", []string{inTmp}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := socketsToMask(tc.bound, me); !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("bounded", func(t *testing.T) {
+		many := make([]string, 0, maxSocketMasks+10)
+		for i := 0; i < maxSocketMasks+10; i++ {
+			many = append(many, filepath.Join(dir, "many", fmt.Sprintf("s%d", i)))
+		}
+		os.MkdirAll(filepath.Join(dir, "many"), 0o755)
+		for _, p := range many {
+			listenUnix(t, p)
+		}
+		if got := socketsToMask(many, me); len(got) != maxSocketMasks {
+			t.Errorf("%d masks, want %d", len(got), maxSocketMasks)
+		}
+	})
+}
+
+// TestHostSocketUnreachable connects from the sandbox to a host daemon's
+// socket that anybody may use, outside /run and /tmp: read-only files and
+// a network namespace of its own did not stop the connection.
+func TestHostSocketUnreachable(t *testing.T) {
+	requireBwrap(t)
+	requireTool(t, "/usr/bin/python3")
+	dir, err := os.MkdirTemp("/var/tmp", "art-hostsock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir, _ = filepath.EvalSymlinks(dir)
+	os.Chmod(dir, 0o755)
+	sock := filepath.Join(dir, "daemon.sock")
+	ln := listenUnix(t, sock)
+	os.Chmod(sock, 0o777)
+	accepted := make(chan bool, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			accepted <- true
+		}
+	}()
+	connect := `import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("refused:", e.strerror)
+    sys.exit(1)
+print("CONNECTED")`
+	for _, net := range []bool{false, true} {
+		cfg := baseConfig(t, "python3", "-c", connect, sock)
+		cfg.Net = net
+		o := run(t, cfg, "")
+		if o.Err != nil {
+			t.Fatalf("Run: %v (%q)", o.Err, o.Stderr)
+		}
+		if o.ExitCode == 0 || strings.Contains(o.Stdout, "CONNECTED") || !strings.Contains(o.Stdout, "refused") {
+			t.Errorf("net=%v: the agent reached the host socket: %+v %q %q", net, o.Result, o.Stdout, o.Stderr)
+		}
+	}
+	select {
+	case <-accepted:
+		t.Error("the host daemon got a connection from the sandbox")
+	default:
+	}
+	// The control: a bind of the socket's directory is the user's choice.
+	cfg := baseConfig(t, "python3", "-c", connect, "/mnt/daemon.sock")
+	cfg.Binds = []Bind{{Host: dir, Guest: "/mnt", ReadOnly: true}}
+	if o := run(t, cfg, ""); o.ExitCode != 0 || !strings.Contains(o.Stdout, "CONNECTED") {
+		t.Errorf("control failed: the socket bound in on purpose is unreachable: %+v %q %q", o.Result, o.Stdout, o.Stderr)
+	}
+}
