@@ -41,7 +41,11 @@ func boundSocketPaths(r io.Reader) []string {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
-		m := unixLine.FindStringSubmatch(sc.Text())
+		line := sc.Text()
+		if !strings.Contains(line, " /") {
+			continue // unnamed or abstract, most of a busy host's list
+		}
+		m := unixLine.FindStringSubmatch(line)
 		if m == nil || !strings.HasPrefix(m[1], "/") || seen[m[1]] {
 			continue
 		}
