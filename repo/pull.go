@@ -188,17 +188,24 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 		return nil, err
 	}
 	chmodRoot := p.planRootMode(root, dir, name)
+	sort.Strings(p.conflicts)
 	if len(p.blockers) > 0 {
 		sort.Strings(p.blockers)
-		return &PullResult{Conflicts: p.blockers}, fmt.Errorf("%w: nothing was changed; these paths cannot be replaced:\n  %s\n(move them out of %s, then pull again)",
-			ErrConflict, strings.Join(p.blockers, "\n  "), dir)
+		// The conflicts too, in the same report: listed only once the
+		// way was clear, they took a second round.
+		also := ""
+		if len(p.conflicts) > 0 && !o.Force {
+			also = fmt.Sprintf("\nalso, %d path(s) need a decision:\n  %s\n(push host changes first with 'art push'; --force writes what the commit holds over them)",
+				len(p.conflicts), strings.Join(p.conflicts, "\n  "))
+		}
+		return &PullResult{Conflicts: p.blockers}, fmt.Errorf("%w: nothing was changed; these paths cannot be replaced:\n  %s\n(move them out of %s, then pull again)%s",
+			ErrConflict, strings.Join(p.blockers, "\n  "), dir, also)
 	}
 	if need, avail, ok := p.roomFor(dir, root); !ok && !o.Force {
 		return &PullResult{}, fmt.Errorf("%w: nothing was changed; the commit's files take %d MiB more in %s, which has %d MiB available (content repeated in a commit, hard links among it, is stored once in the repository and written out in full here); free space or pull elsewhere, or pull anyway with --force",
 			ErrConflict, need>>20, dir, avail>>20)
 	}
 	if len(p.conflicts) > 0 && !o.Force {
-		sort.Strings(p.conflicts)
 		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: nothing was changed; %d path(s) need a decision:\n  %s\n(push host changes first with 'art push'; --force writes what the commit holds over all of them)",
 			ErrConflict, len(p.conflicts), strings.Join(p.conflicts, "\n  "))
 	}
