@@ -98,12 +98,32 @@ func MountPoints() ([]string, error) {
 	return out, nil
 }
 
+const fuseDevice = "/dev/fuse"
+
+// fuseDeviceError says why /dev/fuse could not be opened and what to do:
+// a device whose mode shuts the caller out needs another fix than a
+// missing one.
+func fuseDeviceError(err error, mode os.FileMode, uid int) error {
+	switch {
+	case errors.Is(err, os.ErrPermission):
+		return fmt.Errorf("cannot use %s: %w: its mode %04o does not let uid %d open it for reading and writing; run art as root, or have an administrator give it Debian's default mode (chmod 0666 %s)",
+			fuseDevice, err, mode.Perm(), uid, fuseDevice)
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("cannot use %s: %w: install fuse3 and load its module (apt-get install -y fuse3; modprobe fuse); in a container, pass --device /dev/fuse", fuseDevice, err)
+	}
+	return fmt.Errorf("cannot use %s: %w (install fuse3: apt-get install -y fuse3; in a container, pass --device /dev/fuse)", fuseDevice, err)
+}
+
 // CheckFUSE reports what is missing to mount: /dev/fuse, and
 // fusermount3 for unprivileged users.
 func CheckFUSE() error {
-	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	f, err := os.OpenFile(fuseDevice, os.O_RDWR, 0)
 	if err != nil {
-		return fmt.Errorf("cannot use /dev/fuse: %w (install fuse3: apt-get install -y fuse3; in a container, pass --device /dev/fuse)", err)
+		var mode os.FileMode
+		if st, serr := os.Stat(fuseDevice); serr == nil {
+			mode = st.Mode()
+		}
+		return fuseDeviceError(err, mode, os.Geteuid())
 	}
 	f.Close()
 	if os.Geteuid() != 0 {
