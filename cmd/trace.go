@@ -28,7 +28,7 @@ type sessionTrace struct {
 	text     *bufio.Writer
 	jsonFile *os.File
 	json     *bufio.Writer
-	filter   *os.File // the seccomp program handed to bwrap
+	filter   []byte // the seccomp program handed to the sandbox
 	result   tracer.Result
 }
 
@@ -62,17 +62,7 @@ func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTr
 	if err != nil {
 		return nil, fmt.Errorf("--trace-syscalls: %w", err)
 	}
-	f, err := os.CreateTemp("", "art-seccomp-")
-	if err != nil {
-		return nil, fmt.Errorf("trace: seccomp filter: %w", err)
-	}
-	os.Remove(f.Name())
-	if _, err := f.Write(prog); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("trace: seccomp filter: %w", err)
-	}
-	f.Seek(0, io.SeekStart)
-	st.filter = f
+	st.filter = prog
 	if o.traceLog != "" {
 		dir := filepath.Dir(o.traceLog)
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
@@ -106,9 +96,7 @@ func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTr
 
 // apply makes the sandbox start bwrap under the tracer.
 func (st *sessionTrace) apply(cfg *sandbox.Config) {
-	if st.filter != nil {
-		cfg.SeccompFD = st.filter
-	}
+	cfg.Seccomp = st.filter
 	cfg.Starter = func(cmd *exec.Cmd) (func() (syscall.WaitStatus, error), error) {
 		started := make(chan struct{})
 		done := make(chan error, 1)
@@ -169,7 +157,7 @@ func (st *sessionTrace) close() {
 	if st == nil {
 		return
 	}
-	for _, f := range []*os.File{st.textFile, st.jsonFile, st.filter} {
+	for _, f := range []*os.File{st.textFile, st.jsonFile} {
 		if f != nil {
 			f.Close()
 		}

@@ -102,10 +102,10 @@ type Config struct {
 	// sizer replaces sizeTmpfs in tests.
 	sizer func(pid int, size int64, alive func() bool) error
 
-	// SeccompFD, when set, is passed to bwrap as --seccomp (a compiled
-	// seccomp-bpf program, e.g. from the tracer package). Run does not
-	// close it.
-	SeccompFD *os.File
+	// Seccomp, when set, is a further seccomp-bpf program (the tracer's),
+	// as the raw struct sock_filter array, that decides every syscall the
+	// sandbox's own rules (seccomp.go) let through.
+	Seccomp []byte
 	// Signals, when set, delivers the signals that end the session, as
 	// the caller catches them (and keeps catching them after Run, while
 	// it records the session). Nil: Run catches SIGINT, SIGTERM, SIGHUP
@@ -123,7 +123,7 @@ type Config struct {
 const (
 	fdStarted = 3 // the shim writes one byte here right before exec
 	fdInfo    = 4 // bwrap --info-fd: JSON with the host pid of the sandbox's pid 1
-	fdSeccomp = 5 // bwrap --seccomp, when Config.SeccompFD is set
+	fdSeccomp = 5 // bwrap --seccomp: the sandbox's rules, then Config.Seccomp
 	// fdTmpfsDone: the shim waits to read a line here before the command
 	// runs, while Run sizes the sandbox's tmpfs mounts (sizesTmpfs).
 	fdTmpfsDone = 6
@@ -486,9 +486,7 @@ func makePlan(cfg Config, limits string) (*plan, error) {
 		a = append(a, "--setenv", kv[0], kv[1])
 	}
 	a = append(a, "--info-fd", strconv.Itoa(fdInfo))
-	if cfg.SeccompFD != nil {
-		a = append(a, "--seccomp", strconv.Itoa(fdSeccomp))
-	}
+	a = append(a, "--seccomp", strconv.Itoa(fdSeccomp))
 	setsid := ""
 	if cfg.Interactive {
 		if setsid = findSetsid(); setsid == "" {

@@ -25,6 +25,7 @@
 //
 // Tracing: Config.Starter lets another package (the ptrace tracer) start and
 // wait for the bwrap process itself while Run keeps doing I/O, limits,
-// timeouts and signal handling. Config.SeccompFD passes a seccomp-bpf
-// program to bwrap (--seccomp).
+// timeouts and signal handling. Every sandbox runs under a seccomp-bpf
+// program of its own (seccomp.go: no kernel keyring), which Config.Seccomp
+// extends with another (the tracer's) for the calls it lets through.
 package sandbox

@@ -107,6 +107,15 @@ func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
 		return Result{ExitCode: 125}, err
 	}
 	res.Limits = mech
+	prog, err := seccompProgram(cfg.Seccomp)
+	if err != nil {
+		return Result{ExitCode: 125}, err
+	}
+	seccomp, err := seccompFile(prog)
+	if err != nil {
+		return Result{ExitCode: 125}, err
+	}
+	defer seccomp.Close()
 
 	if cfg.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -148,9 +157,7 @@ func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{startedW, infoW}
-	if cfg.SeccompFD != nil || tmpfsR != nil {
-		cmd.ExtraFiles = append(cmd.ExtraFiles, cfg.SeccompFD) // nil: fd 5 closed
-	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, seccomp)
 	if tmpfsR != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, tmpfsR)
 	}

@@ -414,27 +414,24 @@ func TestNetwork(t *testing.T) {
 
 func TestSeccompFD(t *testing.T) {
 	requireBwrap(t)
-	// One BPF instruction: return SECCOMP_RET_ALLOW.
-	prog := []byte{0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0x7f}
-	f, err := os.CreateTemp("", "art-seccomp-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	f.Write(prog)
-	f.Seek(0, 0)
 	cfg := baseConfig(t, "sh", "-c", "grep ^Seccomp: /proc/self/status; ls /proc/self/fd")
-	cfg.SeccompFD = f
 	cfg.TmpSize = 64 << 20 // as root, fd 6 is passed too (tmpfs.go)
-	o := run(t, cfg, "")
-	if o.Err != nil || !strings.Contains(o.Stdout, "Seccomp:\t2") {
-		t.Errorf("seccomp filter not applied: %q %q %v", o.Stdout, o.Stderr, o.Err)
+	// One BPF instruction after the sandbox's rules: return SECCOMP_RET_ALLOW.
+	for _, then := range [][]byte{nil, {0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0x7f}} {
+		cfg.Seccomp = then
+		o := run(t, cfg, "")
+		if o.Err != nil || !strings.Contains(o.Stdout, "Seccomp:\t2") {
+			t.Errorf("seccomp filter not applied: %q %q %v", o.Stdout, o.Stderr, o.Err)
+		}
+		// Only stdio and the fd ls itself opens are left open.
+		fds := strings.Fields(strings.SplitN(o.Stdout, "\n", 2)[1])
+		if len(fds) > 4 {
+			t.Errorf("descriptors leaked into the sandbox: %v", fds)
+		}
 	}
-	// Only stdio and the fd ls itself opens are left open.
-	fds := strings.Fields(strings.SplitN(o.Stdout, "\n", 2)[1])
-	if len(fds) > 4 {
-		t.Errorf("descriptors leaked into the sandbox: %v", fds)
+	cfg.Seccomp = []byte{1, 2, 3}
+	if o := run(t, cfg, ""); o.Err == nil || o.ExitCode != 125 || !strings.Contains(o.Err.Error(), "not a whole number of instructions") {
+		t.Errorf("a torn program: %+v %v", o.Result, o.Err)
 	}
 }
 

@@ -13,7 +13,8 @@
 //     their namespace pid.
 //   - SeccompFilter: the classic BPF program that makes only the chosen
 //     syscalls stop the tracer (SECCOMP_RET_TRACE), to be installed by
-//     bwrap --seccomp FD. With Options.Syscalls set, Run resumes tracees
+//     bwrap --seccomp FD (art hands it to the sandbox, which runs it after
+//     its own rules). With Options.Syscalls set, Run resumes tracees
 //     with PTRACE_CONT and only handles PTRACE_EVENT_SECCOMP stops, stepping
 //     each to its syscall exit for the result, as strace --seccomp-bpf does.
 //   - The syscall name tables of amd64 (with x32 and i386) and arm64 (with
