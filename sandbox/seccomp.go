@@ -8,27 +8,45 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The sandbox's own seccomp rules. The kernel keyring is not namespaced:
-// the agent inherited the session keyring of whoever started art, and read
-// its keys (a root session's secrets, as nobody), and a request_key call
-// has the kernel run a host helper as root, outside every namespace
-// (/sbin/request-key: key.dns_resolver resolved any name the agent chose
-// from the host's network, a way out without --net). Docker's default
-// profile and Flatpak refuse these calls in the same way.
+// The sandbox's own seccomp rules.
+//
+// The kernel keyring is not namespaced: the agent inherited the session
+// keyring of whoever started art, and read its keys (a root session's
+// secrets, as nobody), and a request_key call has the kernel run a host
+// helper as root, outside every namespace (/sbin/request-key:
+// key.dns_resolver resolved any name the agent chose through the host's
+// network, a way out without --net). Docker's default profile and Flatpak
+// refuse add_key, request_key and keyctl in the same way.
+//
+// Two terminal ioctls are refused too, as Flatpak does: TIOCSETD (a line
+// discipline: on the caller's terminal, which a non-interactive run passes
+// through, it lasted until art restored it, and on any pty it loads the
+// discipline's kernel module, the way in of several kernel exploits,
+// n_hdlc's and n_gsm's) and TIOCLINUX (a Linux console's selection and
+// paste). TIOCSTI, which Flatpak refuses as well, is left: the kernel
+// takes it only on the caller's controlling terminal, and the sandbox's is
+// its own pty or none (its own session), so typing stays inside.
 
-// keyringCalls are add_key, request_key and keyctl for each audit arch a
-// process on amd64 or arm64 can call with (the kernel's syscall tables;
-// TestKeyringCallNumbers checks them against the tracer's). On x86_64 the
-// x32 numbers are the same with x32Bit set.
-var keyringCalls = []struct {
-	arch uint32
-	nrs  [3]uint32
+// seccompArches are, for each audit arch a process on amd64 or arm64 can
+// call with, the numbers of add_key, request_key and keyctl, and of ioctl
+// (the kernel's syscall tables; TestSeccompProgramDecides checks the
+// native ones against the tracer's). On x86_64 the x32 calls are the same
+// numbers with x32Bit set; x32's ioctl has a number of its own.
+var seccompArches = []struct {
+	arch    uint32
+	keyring []uint32
+	ioctl   []uint32
 }{
-	{unix.AUDIT_ARCH_X86_64, [3]uint32{248, 249, 250}},
-	{unix.AUDIT_ARCH_I386, [3]uint32{286, 287, 288}},
-	{unix.AUDIT_ARCH_AARCH64, [3]uint32{217, 218, 219}},
-	{unix.AUDIT_ARCH_ARM, [3]uint32{309, 310, 311}},
+	{unix.AUDIT_ARCH_X86_64, []uint32{248, 249, 250, x32Bit | 248, x32Bit | 249, x32Bit | 250}, []uint32{16, x32Bit | 514}},
+	{unix.AUDIT_ARCH_I386, []uint32{286, 287, 288}, []uint32{54}},
+	{unix.AUDIT_ARCH_AARCH64, []uint32{217, 218, 219}, []uint32{29}},
+	{unix.AUDIT_ARCH_ARM, []uint32{309, 310, 311}, []uint32{54}},
 }
+
+// refusedIoctls are the ioctl requests refused. The kernel takes the
+// request as an unsigned int, so comparing the argument's low 32 bits is
+// exact.
+var refusedIoctls = []uint32{unix.TIOCLINUX, unix.TIOCSETD}
 
 // x32Bit marks an x32 call on x86_64 (__X32_SYSCALL_BIT).
 const x32Bit = 0x40000000
@@ -41,7 +59,10 @@ const (
 	bpfRetK     = unix.BPF_RET | unix.BPF_K
 	seccompNr   = 0
 	seccompArch = 4
-	maxBPFInsns = 4096 // BPF_MAXINSNS
+	// seccompArg1Lo is the low 32 bits of seccomp_data.args[1] on the
+	// little-endian arches above.
+	seccompArg1Lo = 24
+	maxBPFInsns   = 4096 // BPF_MAXINSNS
 )
 
 // seccompProgram returns the sandbox's rules followed by then, a further
@@ -54,45 +75,55 @@ func seccompProgram(then []byte) ([]byte, error) {
 	}
 	var prog []unix.SockFilter
 	stmt := func(code uint16, k uint32) { prog = append(prog, unix.SockFilter{Code: code, K: k}) }
-	jeq := func(k uint32, jt, jf uint8) {
-		prog = append(prog, unix.SockFilter{Code: bpfJeqK, Jt: jt, Jf: jf, K: k})
+	// Forward jumps to the labels below, patched once they are placed.
+	const (
+		toDeny = iota
+		toEnd
+		toIoctl
+	)
+	var jumps [3][]int
+	jumpTo := func(label int) {
+		jumps[label] = append(jumps[label], len(prog))
+		stmt(bpfJa, 0)
 	}
-	// Each arch's block: load the number, compare it with the three (and
-	// their x32 forms on x86_64), refuse on a match, else go on past the
-	// rules. Jump targets are patched once the end is known.
-	var toEnd, toDeny []int
+	// "if A == k: goto label", as a compare that skips the jump if not.
+	ifEq := func(k uint32, label int) {
+		prog = append(prog, unix.SockFilter{Code: bpfJeqK, Jt: 0, Jf: 1, K: k})
+		jumpTo(label)
+	}
 	stmt(bpfLdAbsW, seccompArch)
-	archJumps := make([]int, len(keyringCalls))
-	for i, kc := range keyringCalls {
-		jeq(kc.arch, 0, 1)
-		archJumps[i] = len(prog)
+	archAt := make([]int, len(seccompArches))
+	for i, a := range seccompArches {
+		prog = append(prog, unix.SockFilter{Code: bpfJeqK, Jt: 0, Jf: 1, K: a.arch})
+		archAt[i] = len(prog)
 		stmt(bpfJa, 0)
 	}
-	toEnd = append(toEnd, len(prog))
-	stmt(bpfJa, 0) // another arch: past the rules
-	for i, kc := range keyringCalls {
-		prog[archJumps[i]].K = uint32(len(prog) - archJumps[i] - 1)
+	jumpTo(toEnd) // another arch: past the rules
+	for i, a := range seccompArches {
+		prog[archAt[i]].K = uint32(len(prog) - archAt[i] - 1)
 		stmt(bpfLdAbsW, seccompNr)
-		nrs := kc.nrs[:]
-		if kc.arch == unix.AUDIT_ARCH_X86_64 {
-			nrs = append(nrs, kc.nrs[0]|x32Bit, kc.nrs[1]|x32Bit, kc.nrs[2]|x32Bit)
+		for _, nr := range a.keyring {
+			ifEq(nr, toDeny)
 		}
-		for _, nr := range nrs {
-			jeq(nr, 0, 1)
-			toDeny = append(toDeny, len(prog))
-			stmt(bpfJa, 0)
+		for _, nr := range a.ioctl {
+			ifEq(nr, toIoctl)
 		}
-		toEnd = append(toEnd, len(prog))
-		stmt(bpfJa, 0)
+		jumpTo(toEnd)
 	}
-	deny := len(prog)
+	var at [3]int
+	at[toIoctl] = len(prog)
+	stmt(bpfLdAbsW, seccompArg1Lo)
+	for _, req := range refusedIoctls {
+		ifEq(req, toDeny)
+	}
+	jumpTo(toEnd)
+	at[toDeny] = len(prog)
 	stmt(bpfRetK, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
-	end := len(prog)
-	for _, at := range toDeny {
-		prog[at].K = uint32(deny - at - 1)
-	}
-	for _, at := range toEnd {
-		prog[at].K = uint32(end - at - 1)
+	at[toEnd] = len(prog)
+	for label, froms := range jumps {
+		for _, from := range froms {
+			prog[from].K = uint32(at[label] - from - 1)
+		}
 	}
 	if len(then) == 0 {
 		stmt(bpfRetK, unix.SECCOMP_RET_ALLOW)

@@ -16,7 +16,7 @@ import (
 // runSeccomp runs a raw program on a call in x/net/bpf's interpreter, which
 // loads words big-endian (the kernel loads seccomp_data natively), so the
 // fields are laid out big-endian here.
-func runSeccomp(t *testing.T, prog []byte, arch, nr uint32) uint32 {
+func runSeccomp(t *testing.T, prog []byte, arch, nr uint32, arg1 uint64) uint32 {
 	t.Helper()
 	raw := make([]bpf.RawInstruction, 0, len(prog)/8)
 	for i := 0; i+8 <= len(prog); i += 8 {
@@ -37,6 +37,10 @@ func runSeccomp(t *testing.T, prog []byte, arch, nr uint32) uint32 {
 	data := make([]byte, 64) // struct seccomp_data
 	binary.BigEndian.PutUint32(data[0:], nr)
 	binary.BigEndian.PutUint32(data[4:], arch)
+	// args[1], its low word where the program reads it on a
+	// little-endian machine.
+	binary.BigEndian.PutUint32(data[24:], uint32(arg1))
+	binary.BigEndian.PutUint32(data[28:], uint32(arg1>>32))
 	ret, err := vm.Run(data)
 	if err != nil {
 		t.Fatal(err)
@@ -57,24 +61,36 @@ func TestSeccompProgramDecides(t *testing.T) {
 	tests := []struct {
 		name     string
 		arch, nr uint32
+		arg1     uint64
 		want     uint32
 	}{
-		{"x86_64 add_key", unix.AUDIT_ARCH_X86_64, 248, eperm},
-		{"x86_64 request_key", unix.AUDIT_ARCH_X86_64, 249, eperm},
-		{"x86_64 keyctl", unix.AUDIT_ARCH_X86_64, 250, eperm},
-		{"x32 keyctl", unix.AUDIT_ARCH_X86_64, x32Bit | 250, eperm},
-		{"i386 keyctl", unix.AUDIT_ARCH_I386, 288, eperm},
-		{"i386 add_key", unix.AUDIT_ARCH_I386, 286, eperm},
-		{"aarch64 request_key", unix.AUDIT_ARCH_AARCH64, 218, eperm},
-		{"arm keyctl", unix.AUDIT_ARCH_ARM, 311, eperm},
-		{"x86_64 read", unix.AUDIT_ARCH_X86_64, 0, allow},
-		{"x86_64 ioprio_set (251)", unix.AUDIT_ARCH_X86_64, 251, allow},
-		{"i386 keyctl's x86_64 number", unix.AUDIT_ARCH_I386, 250, allow},
-		{"another arch", 0x12345678, 250, allow},
+		{"x86_64 add_key", unix.AUDIT_ARCH_X86_64, 248, 0, eperm},
+		{"x86_64 request_key", unix.AUDIT_ARCH_X86_64, 249, 0, eperm},
+		{"x86_64 keyctl", unix.AUDIT_ARCH_X86_64, 250, 0, eperm},
+		{"x32 keyctl", unix.AUDIT_ARCH_X86_64, x32Bit | 250, 0, eperm},
+		{"i386 keyctl", unix.AUDIT_ARCH_I386, 288, 0, eperm},
+		{"i386 add_key", unix.AUDIT_ARCH_I386, 286, 0, eperm},
+		{"aarch64 request_key", unix.AUDIT_ARCH_AARCH64, 218, 0, eperm},
+		{"arm keyctl", unix.AUDIT_ARCH_ARM, 311, 0, eperm},
+		{"x86_64 read", unix.AUDIT_ARCH_X86_64, 0, 0, allow},
+		{"x86_64 ioprio_set (251)", unix.AUDIT_ARCH_X86_64, 251, 0, allow},
+		{"i386 keyctl's x86_64 number", unix.AUDIT_ARCH_I386, 250, 0, allow},
+		{"another arch", 0x12345678, 250, 0, allow},
+		{"x86_64 ioctl TIOCSTI", unix.AUDIT_ARCH_X86_64, 16, unix.TIOCSTI, allow},
+		{"x86_64 ioctl TIOCSETD", unix.AUDIT_ARCH_X86_64, 16, unix.TIOCSETD, eperm},
+		{"x86_64 ioctl TIOCSETD, high bits set", unix.AUDIT_ARCH_X86_64, 16, 1<<32 | unix.TIOCSETD, eperm},
+		{"x86_64 ioctl TIOCLINUX", unix.AUDIT_ARCH_X86_64, 16, unix.TIOCLINUX, eperm},
+		{"x86_64 ioctl TIOCGWINSZ", unix.AUDIT_ARCH_X86_64, 16, unix.TIOCGWINSZ, allow},
+		{"x86_64 ioctl TIOCGETD", unix.AUDIT_ARCH_X86_64, 16, unix.TIOCGETD, allow},
+		{"x32 ioctl TIOCSETD", unix.AUDIT_ARCH_X86_64, x32Bit | 514, unix.TIOCSETD, eperm},
+		{"i386 ioctl TIOCSETD", unix.AUDIT_ARCH_I386, 54, unix.TIOCSETD, eperm},
+		{"aarch64 ioctl TIOCSETD", unix.AUDIT_ARCH_AARCH64, 29, unix.TIOCSETD, eperm},
+		{"arm ioctl TIOCLINUX", unix.AUDIT_ARCH_ARM, 54, unix.TIOCLINUX, eperm},
+		{"x86_64 write, TIOCSETD's number as its second argument", unix.AUDIT_ARCH_X86_64, 1, unix.TIOCSETD, allow},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := runSeccomp(t, own, tc.arch, tc.nr); got != tc.want {
+			if got := runSeccomp(t, own, tc.arch, tc.nr, tc.arg1); got != tc.want {
 				t.Errorf("got %#x, want %#x", got, tc.want)
 			}
 		})
@@ -94,19 +110,30 @@ func TestSeccompProgramDecides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nrs, err := tracer.Lookup([]string{"openat", "read", "keyctl", "add_key", "request_key"})
+	nrs, err := tracer.Lookup([]string{"openat", "read", "add_key", "request_key", "keyctl", "ioctl"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []uint32{trace, allow, eperm, eperm, eperm} {
-		if got := runSeccomp(t, both, native, uint32(nrs[i])); got != want {
+	for i, want := range []uint32{trace, allow, eperm, eperm, eperm, allow} {
+		if got := runSeccomp(t, both, native, uint32(nrs[i]), 0); got != want {
 			t.Errorf("with the tracer's program, call %d: got %#x, want %#x", nrs[i], got, want)
 		}
 	}
+	if got := runSeccomp(t, both, native, uint32(nrs[5]), unix.TIOCSETD); got != eperm {
+		t.Errorf("with the tracer's program, TIOCSETD: got %#x", got)
+	}
 	// The table's native numbers are the kernel's, as the tracer has them.
-	for _, kc := range keyringCalls {
-		if want := [3]uint32{uint32(nrs[3]), uint32(nrs[4]), uint32(nrs[2])}; kc.arch == native && kc.nrs != want {
-			t.Errorf("keyringCalls for %#x: %v, the tracer's table has %v", native, kc.nrs, want)
+	for _, a := range seccompArches {
+		if a.arch != native {
+			continue
+		}
+		for i, name := range []string{"add_key", "request_key", "keyctl"} {
+			if a.keyring[i] != uint32(nrs[2+i]) {
+				t.Errorf("seccompArches for %#x: %s is %d, the tracer's table has %d", native, name, a.keyring[i], nrs[2+i])
+			}
+		}
+		if a.ioctl[0] != uint32(nrs[5]) {
+			t.Errorf("seccompArches for %#x: ioctl is %d, the tracer's table has %d", native, a.ioctl[0], nrs[5])
 		}
 	}
 
@@ -171,5 +198,32 @@ for name, nr, args in [` + calls + `]:
 	out, err := exec.Command("python3", "-c", script(keyctl)).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "keyctl ran") {
 		t.Errorf("control: %q %v", out, err)
+	}
+}
+
+// TestTerminalIoctlsRefused sets a line discipline on a pty of the
+// sandbox's own: on the caller's terminal, which a non-interactive run
+// passes through, it lasted past the session until art restored it, and on
+// any pty it loads the discipline's kernel module. TIOCSTI on a terminal
+// that is not the caller's controlling one fails as before (EPERM, from
+// the kernel).
+func TestTerminalIoctlsRefused(t *testing.T) {
+	requireBwrap(t)
+	requireTool(t, "/usr/bin/python3")
+	script := fmt.Sprintf(`import os, fcntl, struct, errno
+m, s = os.openpty()
+for name, req, arg in [("TIOCGETD", %d, struct.pack("i", 0)), ("TIOCSETD", %d, struct.pack("i", 0)), ("TIOCLINUX", %d, b"\x06")]:
+    try:
+        fcntl.ioctl(s, req, arg)
+        print(name, "ran")
+    except OSError as e:
+        print(name, "refused" if e.errno == errno.EPERM else "failed: " + e.strerror)
+`, unix.TIOCGETD, unix.TIOCSETD, unix.TIOCLINUX)
+	o := run(t, baseConfig(t, "python3", "-c", script), "")
+	if o.Err != nil {
+		t.Fatalf("Run: %v (%q)", o.Err, o.Stderr)
+	}
+	if o.Stdout != "TIOCGETD ran\nTIOCSETD refused\nTIOCLINUX refused\n" {
+		t.Errorf("terminal ioctls inside the sandbox: %q %q", o.Stdout, o.Stderr)
 	}
 }
