@@ -287,10 +287,12 @@ func TestPullListsModeChanges(t *testing.T) {
 	r := newTestRepo(t)
 	ws := newWorkspace(t, "ws")
 	writeFiles(t, ws, map[string]string{"d/f": "f\n", "g": "g\n"})
+	os.Chmod(ws, 0o755)
 	os.Chmod(filepath.Join(ws, "d"), 0o755)
 	os.Chmod(filepath.Join(ws, "g"), 0o644)
 	push(t, r, ws, "v1")
 	session := agentSession(t, r, func(dir string) {
+		os.Chmod(dir, 0o750) // the workspace root's own mode, listed too
 		os.Chmod(filepath.Join(dir, "d"), 0o700)
 		os.Chmod(filepath.Join(dir, "g"), 0o755)
 	})
@@ -300,7 +302,8 @@ func TestPullListsModeChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := strings.Join(lines, "\n")
-	if res.Updated != 2 || !strings.Contains(out, "MODE /ws/d (0755 -> 0700)") || !strings.Contains(out, "MODE /ws/g (0644 -> 0755)") {
+	if res.Updated != 3 || !strings.Contains(out, "MODE /ws/d (0755 -> 0700)") || !strings.Contains(out, "MODE /ws/g (0644 -> 0755)") ||
+		!strings.Contains(out, "MODE /ws (0755 -> 0750)") {
 		t.Errorf("pull of mode changes: %+v\n%s", res, out)
 	}
 }

@@ -226,8 +226,16 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	}
 	err = p.applyDir(dfd, root)
 	if err == nil && chmodRoot {
-		if err = unix.Fchmod(dfd, hostMode(root.stored, root.host)); err != nil {
+		// Listed and counted as any directory's mode (refresh): a pull
+		// that changed only the root's said nothing and "0 updated".
+		to := hostMode(root.stored, root.host)
+		if err = unix.Fchmod(dfd, to); err != nil {
 			err = fmt.Errorf("chmod %s: %w", dir, err)
+		} else {
+			if p.report != nil {
+				p.report("MODE " + QuotePath("/"+p.ws) + fmt.Sprintf(" (%04o -> %04o)", root.host.mode&0o7777, to&0o7777))
+			}
+			p.res.Updated++
 		}
 	}
 	unix.Close(dfd)
