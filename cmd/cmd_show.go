@@ -155,6 +155,10 @@ func policySummary(raw []byte) string {
 			parts = append(parts, fmt.Sprintf("%d %s", count[perm], perm))
 		}
 	}
+	if len(p.Rules) == 0 {
+		// The read-only preset: it printed "rules: ; from ".
+		return fmt.Sprintf("default %s; no rules", p.Default)
+	}
 	return fmt.Sprintf("default %s; rules: %s; from %s", p.Default, strings.Join(parts, ", "), strings.Join(order, ", "))
 }
 
