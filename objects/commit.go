@@ -22,10 +22,11 @@ type Commit struct {
 // Session describes how a commit was made: by a sandboxed run, a mount, or
 // a push from the host.
 type Session struct {
-	Mode      string   `json:"mode"` // "push", "run", "direct", "mount", "commit"
+	Mode      string   `json:"mode"` // "push", "run", "mount"
 	Argv      []string `json:"argv,omitempty"`
 	Workspace string   `json:"workspace,omitempty"`
-	// Status is "exited", "signaled", "timed out" or "interrupted".
+	// Status is "exited", "signaled", "timed out" or "interrupted"; a
+	// push's is "" or "merged" (repo.PushMerged).
 	Status   string `json:"status,omitempty"`
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
