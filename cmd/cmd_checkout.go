@@ -15,8 +15,9 @@ func newCheckoutCmd(g *globals) *cobra.Command {
 		Use:   "checkout BRANCH|REV",
 		Short: "move HEAD to a branch, or detach it at a commit",
 		Long: `checkout moves HEAD: to a branch (new sessions and pushes then commit
-there), or to a commit (detached: new commits move HEAD only). It does not
-touch the host workspace; use 'art pull' to write a commit's files there.`,
+there), or to a commit (detached: a push moves HEAD only; art run and
+art mount need a branch, -b NAME). It does not touch the host workspace;
+use 'art pull' to write a commit's files there.`,
 		Example: `  art checkout attempt-1
   art checkout HEAD~2
   art checkout main`,
