@@ -155,6 +155,10 @@ directory upward (art init creates it).
 Exit status: 0 ok, 1 error, 2 usage error. art run exits with the command's
 own status (128+signal when killed, 124 on --timeout, 125 when art fails,
 126/127 when the command cannot run or is not found).`,
+		Example: `  art init && art push -M "before the agent"   # in the workspace
+  art -- ./agent.sh                              # as 'art run -- ./agent.sh'
+  art log && art diff                            # what the session did
+  art pull --commit HEAD                         # export it to the host`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       repo.Version,
