@@ -62,28 +62,42 @@ func TestCreateLogRefusesLinksAndSpecialFiles(t *testing.T) {
 			return filepath.Join(alias, "out", filepath.Base(victim))
 		}, "symbolic link inside the workspace"},
 	}
+	// Each case twice: with the workspace's absolute path, and as "."
+	// from inside it, as art run without -m gives it (then no link in
+	// it was checked: the log went through an agent's link).
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			ws := t.TempDir()
-			victim := filepath.Join(t.TempDir(), "victim.conf")
-			os.WriteFile(victim, []byte("precious\n"), 0o600)
-			p := c.setup(t, ws, victim)
-			f, err := createLog(p, ws)
-			if c.want == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
-				if st, _ := f.Stat(); st.Size() != 0 {
-					t.Errorf("log not truncated: %d bytes", st.Size())
-				}
-			} else if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v, want %q", err, c.want)
+		for _, asDot := range []bool{false, true} {
+			name := c.name
+			if asDot {
+				name += ", the workspace given as ."
 			}
-			if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
-				t.Fatalf("the victim was changed: %q", b)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				ws := t.TempDir()
+				victim := filepath.Join(t.TempDir(), "victim.conf")
+				os.WriteFile(victim, []byte("precious\n"), 0o600)
+				p := c.setup(t, ws, victim)
+				wsArg := ws
+				if asDot {
+					t.Chdir(ws)
+					wsArg = "."
+				}
+				f, err := createLog(p, wsArg)
+				if c.want == "" {
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer f.Close()
+					if st, _ := f.Stat(); st.Size() != 0 {
+						t.Errorf("log not truncated: %d bytes", st.Size())
+					}
+				} else if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("error %v, want %q", err, c.want)
+				}
+				if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+					t.Fatalf("the victim was changed: %q", b)
+				}
+			})
+		}
 	}
 }
 

@@ -117,15 +117,29 @@ func resolveBindHost(host, workspace string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("host path %s: %w", host, err)
 	}
-	wsReal, err := filepath.EvalSymlinks(workspace)
+	wsReal, err := realDir(workspace)
 	if err != nil {
-		return "", fmt.Errorf("workspace %s: %w", workspace, err)
+		return "", err
 	}
 	art := filepath.Join(wsReal, ".art")
 	if real == art || strings.HasPrefix(real, art+"/") {
 		return "", fmt.Errorf("host path %s is art's own %s, which the agent must never see", host, art)
 	}
 	return real, nil
+}
+
+// realDir is the absolute real path of the workspace directory. Given
+// relative ("." for art run without -m), EvalSymlinks kept it relative,
+// no absolute path lay "inside" it, and every link in it went through.
+func realDir(workspace string) (string, error) {
+	abs, err := filepath.Abs(workspace)
+	if err == nil {
+		abs, err = filepath.EvalSymlinks(abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("workspace %s: %w", workspace, err)
+	}
+	return abs, nil
 }
 
 // ResolveAvoidingWorkspaceLinks resolves path to a real path, following
@@ -138,9 +152,9 @@ func ResolveAvoidingWorkspaceLinks(path, workspace string, missingLast bool) (st
 	if err != nil {
 		return "", err
 	}
-	wsReal, err := filepath.EvalSymlinks(workspace)
+	wsReal, err := realDir(workspace)
 	if err != nil {
-		return "", fmt.Errorf("workspace %s: %w", workspace, err)
+		return "", err
 	}
 	inWorkspace := func(p string) bool { return p == wsReal || strings.HasPrefix(p, wsReal+"/") }
 	todo := strings.Split(strings.TrimPrefix(filepath.Clean(abs), "/"), "/")
