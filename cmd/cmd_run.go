@@ -65,7 +65,8 @@ workspace, the command starts there. Extra binds come from the host's
 DIR/.art/config/binds.json only.
 
 With no repository (or --direct) the host DIR is bound read-write at
-/home/agent/<basename> and nothing is recorded.
+/home/agent/<basename> and nothing is recorded; the agent writes there
+as its user (started by root: --user, whom DIR's permissions must allow).
 
 A signal to art (SIGINT, SIGTERM, SIGHUP, SIGQUIT) or --timeout ends the
 sandbox: its processes get the signal (SIGTERM for SIGQUIT and timeouts)
