@@ -66,7 +66,8 @@ DIR/.art/config/binds.json only.
 
 With no repository (or --direct) the host DIR is bound read-write at
 /home/agent/<basename> and nothing is recorded; the agent writes there
-as its user (started by root: --user, whom DIR's permissions must allow).
+as its user (started by root: --user, whom DIR's permissions must allow;
+art warns when they do not).
 
 A signal to art (SIGINT, SIGTERM, SIGHUP, SIGQUIT) or --timeout ends the
 sandbox: its processes get the signal (SIGTERM for SIGQUIT and timeouts)
@@ -395,6 +396,10 @@ func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, 
 		defer os.Remove(artDir)
 	}
 	cfg.Hide = []string{artDir}
+	if why := sandbox.CannotWrite(cfg.User, dir); why != "" {
+		// Its writes there fail with EACCES, which it may not report.
+		fmt.Fprintf(g.stderr, "art: warning: %s: its writes to the workspace will fail; give --user with the directory's owner, or make it writable for that user\n", why)
+	}
 	cfg.Dir = startIn(g, dir, cfg.Workspace, cfg.Dir)
 	res, err := sandbox.Run(ctx, cfg, stdio)
 	if st != nil {

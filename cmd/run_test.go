@@ -489,6 +489,25 @@ func TestRunDirect(t *testing.T) {
 		checkDirect(t, r.ws, res)
 		r.checkNothingRecorded(n)
 	})
+	t.Run("a workspace the agent's user cannot write", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("skipping: only root runs the agent as another user")
+		}
+		r := newRepo(t, map[string]string{"a.txt": "a\n"})
+		os.Chmod(r.ws, 0o755) // root's, and the agent runs as nobody
+		res := r.run("--direct", "--", "sh", "-c", "echo x > new.txt")
+		checkContains(t, "stderr", res.stderr, "art: warning: the agent runs as host user nobody", "who cannot write "+r.ws, "mode 0755", "give --user")
+		if res.code == 0 {
+			t.Errorf("the write went through: %s", res)
+		}
+		// Writable for it: no warning.
+		os.Chmod(r.ws, 0o777)
+		res = r.run("--direct", "--", "sh", "-c", "echo x > new.txt")
+		checkLacks(t, "stderr", res.stderr, "cannot write")
+		if res.code != 0 {
+			t.Errorf("%s", res)
+		}
+	})
 	t.Run("no repository", func(t *testing.T) {
 		requireSandbox(t)
 		base := newBase(t)

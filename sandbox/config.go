@@ -753,3 +753,27 @@ func IsDirBelow(base, rel string) bool {
 	}
 	return true
 }
+
+// CannotWrite explains, going by mode bits, why the agent's user (spec, as
+// for AgentUser) cannot write the directory dir, or returns "" when it can
+// (or when an ACL or an error leaves it unknown, so only a sure refusal is
+// reported).
+func CannotWrite(spec, dir string) string {
+	id, err := agentIdentity(spec)
+	if err != nil {
+		return ""
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil || hasACL(dir) {
+		return ""
+	}
+	bit := id.searchBit(st) << 1 // the write bit of the same class
+	if st.Mode&bit != 0 {
+		return ""
+	}
+	who := id.name
+	if who == "" {
+		who = "uid " + strconv.FormatUint(uint64(id.uid), 10)
+	}
+	return fmt.Sprintf("the agent runs as host user %s (uid %d), who cannot write %s (owner %d:%d, mode %04o)", who, id.uid, dir, st.Uid, st.Gid, st.Mode&0o7777)
+}
