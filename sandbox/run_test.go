@@ -904,3 +904,35 @@ func TestHideReachableThroughGroup(t *testing.T) {
 		t.Errorf("control failed: %q %q", o.Stdout, o.Stderr)
 	}
 }
+
+func TestCannotWrite(t *testing.T) {
+	name, gid := groupUser(t)
+	dir := t.TempDir()
+	tests := []struct {
+		mode  os.FileMode
+		group int
+		want  string // "" when the user can write
+	}{
+		{0o755, 0, "who cannot write"},
+		{0o777, 0, ""},
+		{0o770, gid, ""}, // through its supplementary group
+		{0o750, gid, "mode 0750"},
+		{0o707, gid, "who cannot write"}, // the group's bits decide, not the others'
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%04o", tc.mode), func(t *testing.T) {
+			os.Chown(dir, 0, tc.group)
+			os.Chmod(dir, tc.mode)
+			got := CannotWrite(name, dir)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("CannotWrite = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := CannotWrite(name, filepath.Join(dir, "missing")); got != "" {
+		t.Errorf("a missing directory: %q", got)
+	}
+	if got := CannotWrite("no-such-user-art", dir); got != "" {
+		t.Errorf("an unknown user: %q", got)
+	}
+}
