@@ -10,7 +10,7 @@ import (
 
 func newPushCmd(g *globals) *cobra.Command {
 	var dir, branch, msg string
-	var quiet bool
+	var quiet, allowEmpty bool
 	c := &cobra.Command{
 		Use:   "push [-m DIR] [-b BRANCH] [-M MSG]",
 		Short: "record the host workspace DIR as a new commit",
@@ -42,7 +42,8 @@ that moved takes its record along.
 Each entry added or changed since the last push or pull is listed as
 FILE /ws/path (SIZE bytes, ID), DIR /ws/path, LINK /ws/path -> TARGET or
 FIFO /ws/path; deletions are not listed ('art diff --name-status' shows
-them).`,
+them). A push that would change nothing on the branch records no
+commit (--allow-empty records one).`,
 		Example: `  art push -m ~/src/app
   art push -m . -b experiment -M "before refactor"
   art push -q`,
@@ -59,7 +60,7 @@ them).`,
 			defer r.Close()
 			bar := newProgress(g.stderr)
 			opts := repo.PushOptions{
-				Dir: abs, Branch: branch, Message: msg,
+				Dir: abs, Branch: branch, Message: msg, AllowEmpty: allowEmpty,
 				Warn:     func(s string) { fmt.Fprintln(g.stderr, "art: warning:", repo.EscapeControls(s)) },
 				Progress: func(done, total int64) { bar.update("hashing", done, total) },
 			}
@@ -74,6 +75,13 @@ them).`,
 			where := res.Branch
 			if where == "" {
 				where = "detached HEAD"
+			}
+			if res.Unchanged {
+				fmt.Fprintf(g.stdout, "nothing to push: %s holds what %s (%s) has; no commit recorded (--allow-empty records one)\n", abs, where, res.Commit.Short())
+				if !res.MergedSince.IsZero() {
+					fmt.Fprintf(g.stdout, "%s has changes made since %s last synced (%s); 'art pull -m %s' brings them here\n", where, abs, res.MergedSince.Short(), abs)
+				}
+				return nil
 			}
 			if res.Merged > 0 {
 				fmt.Fprintf(g.stdout, "merged with %d change(s) made on %s since %s last synced (%s); 'art pull -m %s' brings them here\n",
@@ -93,5 +101,6 @@ them).`,
 	c.Flags().StringVarP(&branch, "branch", "b", "", "branch to commit on (if missing, created on the commit DIR last synced with, else HEAD's)")
 	c.Flags().StringVarP(&msg, "message", "M", "", "commit message (default \"push <workspace>\")")
 	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the summary")
+	c.Flags().BoolVar(&allowEmpty, "allow-empty", false, "record a commit even when nothing changed")
 	return c
 }

@@ -318,12 +318,35 @@ func TestPushAfterAMergedPush(t *testing.T) {
 	push(t, r, ws, "v1")
 	agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"a": "agent\n"}) })
 	writeFiles(t, ws, map[string]string{"b": "host\n"})
-	if res := push(t, r, ws, "merged"); res.Merged == 0 {
-		t.Fatalf("the first push did not merge: %+v", res)
+	merged := push(t, r, ws, "merged")
+	if merged.Merged == 0 {
+		t.Fatalf("the first push did not merge: %+v", merged)
 	}
-	res := push(t, r, ws, "again") // nothing changed on the host
+	mc, _ := r.LoadCommit(merged.Commit)
+	hostOwn := mc.Parents[1] // what the workspace synced with
+	// Nothing changed on the host: no commit (each such push recorded
+	// two without a change, the host's tree and a merge), the sync stays
+	// with the host's own commit, and the result says the branch holds
+	// changes the host lacks.
+	res := push(t, r, ws, "again")
+	if !res.Unchanged || res.Commit != merged.Commit || res.MergedSince != hostOwn {
+		t.Errorf("a push with nothing changed: %+v, want no commit on %s, synced with %s", res, merged.Commit.Short(), hostOwn.Short())
+	}
+	if tip, _ := r.BranchTip("main"); tip != merged.Commit {
+		t.Errorf("main moved to %s", tip.Short())
+	}
 	if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "agent\n" || got["b"] != "host\n" {
 		t.Fatalf("a second push undid the session: %v", got)
+	}
+	if d, err := r.HostDrift(ws); err != nil || !d.Clean() {
+		t.Errorf("status after the push: %+v %v", d, err)
+	}
+	if s, _, ok := syncedWith(r.DB, wsKey(t, r, ws)); !ok || s != hostOwn {
+		t.Errorf("the workspace synced with %s, want %s", s.Short(), hostOwn.Short())
+	}
+	// Asked for, it records one.
+	if res, err := r.Push(context.Background(), PushOptions{Dir: ws, Message: "marker", AllowEmpty: true}); err != nil || res.Unchanged || res.Commit == merged.Commit {
+		t.Errorf("--allow-empty: %+v %v", res, err)
 	}
 	agentSession(t, r, func(dir string) { writeFiles(t, dir, map[string]string{"c": "agent\n"}) })
 	writeFiles(t, ws, map[string]string{"b": "host 2\n"})
@@ -971,4 +994,18 @@ func TestUnignoredPathsKeepTheBranchs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wsKey is the key of the workspaces row of dir.
+func wsKey(t *testing.T, r *Repo, dir string) string {
+	t.Helper()
+	abs, err := CheckWorkspaceDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := r.workspaceKey(abs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }

@@ -32,6 +32,9 @@ type PushOptions struct {
 	Warn func(msg string)
 	// Progress is called with bytes hashed so far and bytes to hash.
 	Progress func(done, total int64)
+	// AllowEmpty records a commit even when the push changes nothing on
+	// the branch (as git commit --allow-empty).
+	AllowEmpty bool
 
 	beforeBegin func() // tests: runs between the scan and the transaction
 }
@@ -59,6 +62,11 @@ type PushResult struct {
 	// does, and the host does not have and never had (no sync row
 	// lists them): kept, not taken for deletions.
 	KeptUnsynced int
+	// Unchanged: the push changed nothing on the branch and recorded no
+	// commit (Commit is the branch's tip); the workspace's sync state was
+	// brought up to date all the same. MergedSince is then set when the
+	// branch holds changes the workspace lacks: the commit it synced with.
+	Unchanged bool
 }
 
 // DetachedHead is what the workspaces table records as the branch of a
@@ -536,6 +544,29 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 	if err != nil {
 		return nil, err
 	}
+	if !o.AllowEmpty && !newBranch && !parent.IsZero() && newRoot == baseRoot {
+		// Nothing to record: the branch already holds this tree. A
+		// merge that only took the branch's changes (the host has none
+		// since it synced) is nothing either: each such push recorded
+		// two commits without a change, the host's tree and the merge.
+		unchanged := since.IsZero()
+		if !unchanged {
+			sinceCommit, err := tx.LoadCommit(since)
+			if err != nil {
+				return nil, err
+			}
+			// The host's tree as the merge would record it: unchanged
+			// when it is the tree the host synced with.
+			hostRoot, err := tx.ReplaceAt(sinceCommit.Tree, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: root.mode, ID: hostTree, MTime: root.mtime})
+			if err != nil {
+				return nil, err
+			}
+			unchanged = hostRoot == sinceCommit.Tree
+		}
+		if unchanged {
+			return r.finishUnchangedPush(tx, res, dir, name, sc, parent, since, branch, start)
+		}
+	}
 	msg := o.Message
 	if msg == "" {
 		msg = "push " + name
@@ -604,6 +635,35 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 		return nil, fmt.Errorf("push %s: commit transaction: %w (nothing was recorded)", dir, err)
 	}
 	res.Commit, res.Parent, res.Branch = cid, parent, branch
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// finishUnchangedPush ends a push that records no commit: the stat cache
+// and the sync state are written as a push writes them, the workspace
+// synced with what it holds (the tip, or the commit it last synced with
+// when the branch moved on without it).
+func (r *Repo) finishUnchangedPush(tx *Tx, res *PushResult, dir, name string, sc *scanner, tip, since objects.ID, branch string, start time.Time) (*PushResult, error) {
+	synced := since
+	if synced.IsZero() {
+		synced = tip
+	}
+	if err := tx.writePushRows(dir, sc); err != nil {
+		return nil, err
+	}
+	marker := branch
+	if marker == "" {
+		marker = DetachedHead
+	}
+	if err := tx.setWorkspace(dir, name, synced, marker); err != nil {
+		return nil, err
+	}
+	res.NewObjects, res.NewBytes = tx.NewObjects, tx.NewBytes
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("push %s: commit transaction: %w (nothing was recorded)", dir, err)
+	}
+	res.Commit, res.Parent, res.Branch, res.Unchanged = tip, tip, branch, true
+	res.Merged, res.MergedSince = 0, since
 	res.Duration = time.Since(start)
 	return res, nil
 }
