@@ -78,11 +78,13 @@ func Execute() {
 // model of the tree and the data on its way to SQLite are live for the
 // whole session, and re-marking them took a tenth of the CPU of an untar
 // (the Go tree into art mount: median 1.93 s -> 1.74 s; peak RSS 150 ->
-// 187 MB). A soft limit of a quarter of RAM, unless GOMEMLIMIT is set,
-// makes the collector work harder again before that growth matters.
+// 187 MB). That growth is scaled back as the live heap grows (gctune.go).
+// A soft limit of a quarter of RAM, unless GOMEMLIMIT is set, makes the
+// collector work harder again before that growth matters.
 func tuneGC() {
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(300)
+		debug.SetGCPercent(gcPercentFor(0))
+		watchHeap(liveHeap, func(p int) { debug.SetGCPercent(p) })
 	}
 	var si syscall.Sysinfo_t
 	if os.Getenv("GOMEMLIMIT") == "" && syscall.Sysinfo(&si) == nil {
