@@ -73,7 +73,7 @@ func (fs *FS) blockData(n *inode, idx int64) ([]byte, error) {
 		return b, nil
 	}
 	buf := make([]byte, end-start)
-	if id, ok := n.blocks[idx]; ok {
+	if id, ok := n.blocks.get(idx); ok {
 		data, pending := fs.p.pendingChunk(id)
 		if !pending {
 			var err error
@@ -128,7 +128,7 @@ func (fs *FS) readLocked(n *inode, p []byte, off int64) (int, error) {
 	}
 	want := min(int64(len(p)), n.size-off)
 	// Fast path: untouched lower content reads straight from the store.
-	if len(n.dirty) == 0 && len(n.blocks) == 0 && off+want <= n.baseSize {
+	if len(n.dirty) == 0 && n.blocks.len() == 0 && off+want <= n.baseSize {
 		if err := fs.readBase(n, p[:want], off); err != nil {
 			return 0, err
 		}
@@ -163,7 +163,7 @@ func (fs *FS) readBlock(n *inode, idx, inBlock int64, dst []byte) error {
 		fill(b)
 		return nil
 	}
-	if id, ok := n.blocks[idx]; ok {
+	if id, ok := n.blocks.get(idx); ok {
 		data, pending := fs.p.pendingChunk(id)
 		if !pending {
 			var err error
@@ -352,9 +352,6 @@ func (fs *FS) storeDirtyLocked(n *inode) {
 	if len(n.dirty) == 0 {
 		return
 	}
-	if n.blocks == nil {
-		n.blocks = map[int64]objects.ID{}
-	}
 	// A few blocks (most files, closed one after another by a build or an
 	// untar) are journaled as they are and compressed by the applier, off
 	// the path of the close; more (a large file, a write storm) are
@@ -377,7 +374,7 @@ func (fs *FS) storeDirtyLocked(n *inode) {
 		})
 	}
 	for _, b := range blocks {
-		n.blocks[b.idx] = b.id
+		n.blocks.set(b.idx, b.id)
 		fs.p.storedBlock(n.ino, b.idx, b.id)
 	}
 	fs.clearDirty(n)
@@ -505,9 +502,9 @@ func (fs *FS) truncateLocked(n *inode, size int64) error {
 			fs.dropDirty(n, idx)
 		}
 	}
-	for idx := range n.blocks {
+	for idx := range n.blocks.all() {
 		if idx >= last {
-			delete(n.blocks, idx)
+			n.blocks.del(idx)
 			fs.p.dirtyBlock(n.ino, idx, objects.Zero)
 		}
 	}
@@ -622,7 +619,7 @@ func (fs *FS) holdsData(n *inode, idx int64) bool {
 	if _, ok := n.dirty[idx]; ok {
 		return true
 	}
-	if _, ok := n.blocks[idx]; ok {
+	if _, ok := n.blocks.get(idx); ok {
 		return true
 	}
 	start := idx * BlockSize
@@ -948,7 +945,7 @@ func (fs *FS) reopen(ino uint64, write bool) error {
 	n.opens++
 	if n.upper {
 		fs.p.dirtyInodeLocked(n)
-		for idx, id := range n.blocks {
+		for idx, id := range n.blocks.all() {
 			fs.p.dirtyBlock(ino, idx, id)
 		}
 	}

@@ -305,7 +305,7 @@ func (fs *FS) walkChanged(d *inode, ids map[*inode]objects.ID, todo *[]changedFi
 			if _, seen := ids[n]; seen {
 				continue
 			}
-			if len(n.blocks) == 0 && len(n.dirty) == 0 && !n.base.IsZero() && n.baseSize == n.size && fs.baseIsWhole(n) {
+			if n.blocks.len() == 0 && len(n.dirty) == 0 && !n.base.IsZero() && n.baseSize == n.size && fs.baseIsWhole(n) {
 				ids[n] = n.base // content unchanged since copy-up
 				continue
 			}

@@ -109,7 +109,7 @@ type inode struct {
 	// is still visible; blocks written since (persisted and dirty).
 	base     objects.ID
 	baseSize int64
-	blocks   map[int64]objects.ID
+	blocks   blockIDs
 	dirty    map[int64][]byte
 	// storedSize is the size the stored blocks stand for while dirty
 	// holds data (the size when the first dirty block appeared, cut by
@@ -163,7 +163,7 @@ func (n *inode) attr() Attr {
 	case objects.TypeSymlink:
 		a.Size = int64(len(n.target))
 	case objects.TypeFile:
-		a.Alloc = min(n.baseAlloc()+int64(len(n.blocks)+len(n.dirty))*BlockSize, n.size)
+		a.Alloc = min(n.baseAlloc()+int64(n.blocks.len()+len(n.dirty))*BlockSize, n.size)
 	}
 	return a
 }

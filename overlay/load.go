@@ -103,10 +103,7 @@ func (fs *FS) load() error {
 			rows.Close()
 			return err
 		}
-		if n.blocks == nil {
-			n.blocks = map[int64]objects.ID{}
-		}
-		n.blocks[idx] = id
+		n.blocks.set(idx, id)
 	}
 	rows.Close()
 	// Files that were unlinked while open when art died are garbage now

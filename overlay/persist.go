@@ -482,7 +482,7 @@ func (p *persister) snapshot() *record {
 		r := blockRow{key: k}
 		if n != nil && !n.deleted {
 			n.mu.Lock()
-			r.id, r.present = n.blocks[k.idx]
+			r.id, r.present = n.blocks.get(k.idx)
 			n.mu.Unlock()
 		}
 		if !r.present || r.id != marked {
