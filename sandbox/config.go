@@ -771,9 +771,9 @@ func CannotWrite(spec, dir string) string {
 	if st.Mode&bit != 0 {
 		return ""
 	}
-	who := id.name
-	if who == "" {
-		who = "uid " + strconv.FormatUint(uint64(id.uid), 10)
+	who := fmt.Sprintf("uid %d", id.uid)
+	if id.name != "" {
+		who = fmt.Sprintf("%s (uid %d)", id.name, id.uid)
 	}
-	return fmt.Sprintf("the agent runs as host user %s (uid %d), who cannot write %s (owner %d:%d, mode %04o)", who, id.uid, dir, st.Uid, st.Gid, st.Mode&0o7777)
+	return fmt.Sprintf("the agent runs as host user %s, who cannot write %s (owner %d:%d, mode %04o)", who, dir, st.Uid, st.Gid, st.Mode&0o7777)
 }
