@@ -183,7 +183,7 @@ const busyRetry = 250 * time.Millisecond
 func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal, done <-chan struct{}) {
 	err := srv.TryUnmount()
 	if err == nil {
-		<-done
+		awaitUnmounted(g, srv, done)
 		return
 	}
 	if !errors.Is(err, syscall.EBUSY) {
@@ -209,7 +209,7 @@ func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal,
 			return
 		case <-tick.C:
 			if srv.TryUnmount() == nil {
-				<-done
+				awaitUnmounted(g, srv, done)
 				return
 			}
 		case <-signals:
@@ -224,6 +224,34 @@ func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal,
 			return
 		}
 	}
+}
+
+// awaitUnmounted waits, once the mount is gone from art's namespace, for
+// its serving to end (done). A copy of the mount in another mount
+// namespace keeps the connection: every sandbox an 'art run' starts while
+// the mount is up takes one, and art mount waited, silently and deaf to
+// Ctrl-C, for as long as that session ran. Nothing of this host uses the
+// mount any more, so after fuse.HeldWait the connection is aborted, as art
+// run does with its home (root only; without root art says what it waits
+// for).
+func awaitUnmounted(g *globals, srv *fuse.Server, done <-chan struct{}) {
+	select {
+	case <-done:
+		return
+	case <-time.After(fuse.HeldWait):
+	}
+	who := strings.Join(srv.NamespaceHolders(5), ", ")
+	if who == "" {
+		who = "a process art cannot name"
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintf(g.stderr, "art: the mount is gone here, but a copy of it in another mount namespace (%s) still holds its connection; the session is recorded once that ends (only root can cut it off)\n", repo.EscapeControls(who))
+		<-done
+		return
+	}
+	fmt.Fprintf(g.stderr, "art: warning: the mount is gone here, but a copy of it in another mount namespace (%s) still held its connection; it was aborted to record the session\n", repo.EscapeControls(who))
+	srv.Abort()
+	<-done
 }
 
 // maxGitRisksShown bounds the paths warnGitRisks lists.

@@ -563,7 +563,14 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		fuse.Abort(mnt)
 	}
 	if srv.WaitOrAbort(fuse.HeldWait) {
-		fmt.Fprintln(g.stderr, "art: warning: the home's connection was still held after the session ended (by a process left over from the sandbox?); it was aborted to record the session")
+		// The copy stays, dead, in the namespace that held it: it still
+		// names the holder. Most often that is the sandbox of another
+		// session started while this one ran (it copies every mount).
+		who := strings.Join(srv.NamespaceHolders(5), ", ")
+		if who == "" {
+			who = "a process left over from the sandbox?"
+		}
+		fmt.Fprintf(g.stderr, "art: warning: the home's connection was still held after the session ended, by a copy of the mount in another mount namespace (%s); it was aborted to record the session\n", repo.EscapeControls(who))
 	}
 	if runErr != nil {
 		// Nothing ran: say why.

@@ -1183,6 +1183,10 @@ func TestWaitOrAbortEndsAHeldConnection(t *testing.T) {
 	if _, err := io.ReadFull(out, buf); err != nil {
 		t.Fatal(err)
 	}
+	// The warnings name it (art's own namespace is never named).
+	if who := strings.Join(m.srv.NamespaceHolders(100), ", "); !strings.Contains(who, fmt.Sprintf("pid %d ", holder.Process.Pid)) {
+		t.Errorf("NamespaceHolders = %q, not naming the holder %d", who, holder.Process.Pid)
+	}
 	begin := time.Now()
 	// Over /dev/fuse, go-fuse's Unmount itself waits for the serving to
 	// end: it aborts after HeldWait; over io_uring, WaitOrAbort does.
@@ -1197,6 +1201,62 @@ func TestWaitOrAbortEndsAHeldConnection(t *testing.T) {
 		t.Errorf("took %v", d)
 	}
 	m.srv = nil
+}
+
+// TestMountEndsWhileACopyIsHeld: a mount namespace made while art mount
+// runs (every sandbox of an 'art run' makes one) holds a copy of the
+// mount, which keeps the connection after art's unmount. Ctrl-C of art
+// mount then waited, silently, until that namespace ended (the other
+// session's whole length). Now it aborts the connection after HeldWait,
+// names the holder, and records the session with what was written.
+func TestMountEndsWhileACopyIsHeld(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: only root can abort a FUSE connection (and make a mount namespace)")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("skipping: unshare (util-linux) is missing")
+	}
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	os.Mkdir(mnt, 0o755)
+	p := c.startMount("main", mnt)
+	if err := os.WriteFile(filepath.Join(mnt, wsName, "written"), []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Started after the mount: its namespace holds a copy of it.
+	holder := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", "echo ready; exec sleep 300")
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	if _, err := io.ReadFull(out, make([]byte, 6)); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	p.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-p.done:
+	case <-time.After(HeldWait + 20*time.Second):
+		t.Errorf("art mount still waiting %v after Ctrl-C, for the copy of its mount in another namespace:\n%s", time.Since(begin), p.stderr)
+		holder.Process.Kill() // which lets it end
+		p.wait(t)
+	}
+	if p.err != nil {
+		t.Fatalf("art mount: %v\n%s", p.err, p.stderr)
+	}
+	if msg := p.stderr.String(); !strings.Contains(msg, "another mount namespace") || !strings.Contains(msg, fmt.Sprintf("pid %d ", holder.Process.Pid)) {
+		t.Errorf("art mount's stderr does not name the namespace's process %d:\n%s", holder.Process.Pid, msg)
+	}
+	pulled := filepath.Join(c.tmp, "pulled", wsName)
+	artOK(t, c.tmp, "pull", "-d", c.db, "-m", pulled, "--commit", "main", "-q")
+	if b, err := os.ReadFile(filepath.Join(pulled, "written")); err != nil || string(b) != "kept\n" {
+		t.Errorf("written in the commit: %q, %v", b, err)
+	}
 }
 
 // TestMountWarnsWhenGitCheckFails: the check for what git would run is a

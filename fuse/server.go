@@ -325,6 +325,72 @@ func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logg
 // write into the agent's commit meanwhile.
 func Abort(dir string) { abortMount(dir) }
 
+// Abort ends the mount's connection, wherever it is mounted (a copy in
+// another mount namespace included): every request waiting on it fails
+// at once and the serving ends. It needs root; it does nothing where the
+// device is unknown.
+func (s *Server) Abort() {
+	if s.dev != 0 {
+		if err := abortConnection(s.dev); err != nil {
+			log.Printf("art: abort the FUSE connection %d: %v", unix.Minor(s.dev), err)
+		}
+	}
+}
+
+// NamespaceHolders lists processes whose mount namespace still holds a
+// copy of the mount ("pid 123 (bwrap)"), one per namespace, at most max
+// of them. A process that makes a mount namespace (every sandbox an 'art
+// run' starts, unshare -m) copies each mount there is, this one included,
+// and the copy keeps the connection after art's own unmount until that
+// namespace ends.
+func (s *Server) NamespaceHolders(max int) []string {
+	if s.dev == 0 {
+		return nil
+	}
+	return namespaceHolders(fmt.Sprintf("%d:%d", unix.Major(s.dev), unix.Minor(s.dev)), max)
+}
+
+// namespaceHolders is NamespaceHolders for the device "major:minor".
+func namespaceHolders(dev string, max int) []string {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	if own, err := os.Readlink("/proc/self/ns/mnt"); err == nil {
+		seen[own] = true // art's own: the mount is gone from it
+	}
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		base := "/proc/" + e.Name()
+		ns, err := os.Readlink(base + "/ns/mnt")
+		if err != nil || seen[ns] {
+			continue
+		}
+		info, err := os.ReadFile(base + "/mountinfo")
+		if err != nil {
+			continue
+		}
+		seen[ns] = true
+		for _, line := range strings.Split(string(info), "\n") {
+			// mount ID, parent ID, major:minor, ...
+			if f := strings.Fields(line); len(f) > 2 && f[2] == dev {
+				comm, _ := os.ReadFile(base + "/comm")
+				out = append(out, fmt.Sprintf("pid %d (%s)", pid, strings.TrimSpace(string(comm))))
+				break
+			}
+		}
+		if len(out) == max {
+			break
+		}
+	}
+	return out
+}
+
 // Holders lists the processes whose working directory, root or open files
 // lie in the mount at dir ("pid 123 (vim)"), at most max of them.
 func Holders(dir string, max int) []string {
