@@ -231,27 +231,27 @@ func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal,
 // namespace keeps the connection: every sandbox an 'art run' starts while
 // the mount is up takes one, and art mount waited, silently and deaf to
 // Ctrl-C, for as long as that session ran. Nothing of this host uses the
-// mount any more, so after fuse.HeldWait the connection is aborted, as art
-// run does with its home (root only; without root art says what it waits
-// for).
+// mount any more: the connection is cut off as soon as such a copy is
+// seen (after fuse.HeldWait at the latest), as art run does with its home;
+// without root, which cannot, art says what it waits for.
 func awaitUnmounted(g *globals, srv *fuse.Server, done <-chan struct{}) {
-	select {
-	case <-done:
-		return
-	case <-time.After(fuse.HeldWait):
-	}
-	who := strings.Join(srv.NamespaceHolders(5), ", ")
+	aborted, holders := srv.AbortWhenHeld(done, fuse.HeldWait)
+	who := strings.Join(holders, ", ")
 	if who == "" {
 		who = "a process art cannot name"
 	}
-	if os.Geteuid() != 0 {
-		fmt.Fprintf(g.stderr, "art: the mount is gone here, but a copy of it in another mount namespace (%s) still holds its connection; the session is recorded once that ends (only root can cut it off)\n", repo.EscapeControls(who))
-		<-done
-		return
+	switch {
+	case aborted:
+		fmt.Fprintf(g.stderr, "art: the mount is gone here, but a copy of it in another mount namespace (%s) still held its connection; it was cut off to record the session\n", repo.EscapeControls(who))
+	default:
+		select {
+		case <-done:
+		default:
+			// Without root: the copy is let go when its namespace ends.
+			fmt.Fprintf(g.stderr, "art: the mount is gone here, but a copy of it in another mount namespace (%s) still holds its connection; the session is recorded once that ends (only root can cut it off)\n", repo.EscapeControls(who))
+			<-done
+		}
 	}
-	fmt.Fprintf(g.stderr, "art: warning: the mount is gone here, but a copy of it in another mount namespace (%s) still held its connection; it was aborted to record the session\n", repo.EscapeControls(who))
-	srv.Abort()
-	<-done
 }
 
 // maxGitRisksShown bounds the paths warnGitRisks lists.

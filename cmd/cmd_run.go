@@ -562,16 +562,22 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		fmt.Fprintf(g.stderr, "art: the home is still in use outside the sandbox (%s); cutting it off to record the session\n", repo.EscapeControls(who))
 		fuse.Abort(mnt)
 	}
-	if srv.WaitOrAbort(fuse.HeldWait) {
-		// The copy stays, dead, in the namespace that held it: it still
-		// names the holder. Most often that is the sandbox of another
-		// session started while this one ran (it copies every mount).
-		who := strings.Join(srv.NamespaceHolders(5), ", ")
+	// A copy of the home in another mount namespace keeps the connection
+	// after the unmount: most often the sandbox of another session started
+	// while this one ran (bwrap copies every mount), which held it, and
+	// this session's end waited HeldWait (10 s) for it every time.
+	served := make(chan struct{})
+	go func() { srv.Wait(); close(served) }()
+	if aborted, holders := srv.AbortWhenHeld(served, fuse.HeldWait); aborted {
+		who := strings.Join(holders, ", ")
 		if who == "" {
-			who = "a process left over from the sandbox?"
+			who = "by a process left over from the sandbox?"
+		} else {
+			who = "by a copy of the mount in another mount namespace: " + who
 		}
-		fmt.Fprintf(g.stderr, "art: warning: the home's connection was still held after the session ended, by a copy of the mount in another mount namespace (%s); it was aborted to record the session\n", repo.EscapeControls(who))
+		fmt.Fprintf(g.stderr, "art: the home's connection was still held after the session ended (%s); it was cut off to record the session\n", repo.EscapeControls(who))
 	}
+	<-served // without root, which cannot cut it off: until it is let go
 	if runErr != nil {
 		// Nothing ran: say why.
 		if cerr := sandbox.CheckTools(); cerr != nil {

@@ -7,6 +7,7 @@ package cmd
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artproject/art/fuse"
 	"github.com/artproject/art/overlay"
 	"github.com/artproject/art/repo"
 )
@@ -787,6 +789,65 @@ func TestRunHomeHeldOutside(t *testing.T) {
 	}
 	if got := r.nameStatus(r.head()+"~1", "HEAD"); got["WS/f"] != "A" {
 		t.Errorf("session changes %v, want WS/f added", got)
+	}
+	if mounted(t, mnt) {
+		t.Errorf("mount %s left behind", mnt)
+	}
+}
+
+// TestRunEndsWhileACopyIsHeld: a mount namespace made while a session
+// runs (the sandbox of any other art run started meanwhile, here unshare)
+// holds a copy of the home, which keeps its connection after the unmount.
+// The session's end waited HeldWait (10 s) for it every time, then blamed
+// "a process left over from the sandbox?". Now art cuts the connection
+// off as soon as it sees the copy, names who holds it, and the session is
+// recorded whole.
+func TestRunEndsWhileACopyIsHeld(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: only root can cut a FUSE connection off (and make a mount namespace)")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("skipping: unshare (util-linux) is missing")
+	}
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	c, wait := r.start("run", "-i=false", "--", "sh", "-c", "echo data > f; while [ ! -e go ]; do sleep 0.05; done; echo last > g")
+	mnt := r.waitLiveFile("f", "data\n", 30*time.Second)
+	holder := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", "echo ready; exec sleep 300")
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	if _, err := io.ReadFull(out, make([]byte, 6)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "WS", "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	exited := make(chan artResult, 1)
+	go func() { exited <- wait() }()
+	var res artResult
+	select {
+	case res = <-exited:
+	case <-time.After(60 * time.Second):
+		c.Process.Kill()
+		t.Fatal("art run did not end")
+	}
+	// The session itself ends at once once go exists (0.05 s polls).
+	if d := time.Since(begin); d >= fuse.HeldWait {
+		t.Errorf("the session took %v to end and be recorded, waiting for the copy of its home", d)
+	}
+	if res.code != 0 {
+		t.Errorf("art exited %d\n%s", res.code, res)
+	}
+	checkContains(t, "stderr", res.stderr, "another mount namespace: pid "+strconv.Itoa(holder.Process.Pid)+" ", "art: session recorded as ")
+	if got := r.nameStatus(r.head()+"~1", "HEAD"); got["WS/f"] != "A" || got["WS/g"] != "A" {
+		t.Errorf("session changes %v, want WS/f and WS/g added", got)
 	}
 	if mounted(t, mnt) {
 		t.Errorf("mount %s left behind", mnt)

@@ -37,6 +37,7 @@ type Server struct {
 	dir     string      // the mount point, for Unmount when art mounted it itself
 	mp      string      // the mount point, however it was mounted
 	dev     uint64      // the mount's device: its connection in /sys/fs/fuse/connections
+	cutOff  *[]string   // set when Unmount aborted the connection: who held it
 }
 
 // TryUnmount unmounts at once if nothing uses the mount, and fails with
@@ -75,19 +76,14 @@ func (s *Server) Unmount() error {
 		// go-fuse's Unmount also waits for its serving to end, which a
 		// copy of the mount in another namespace can keep going for
 		// ever (see WaitOrAbort): bounded the same way.
-		done := make(chan error, 1)
-		go func() { done <- s.classic.Unmount() }()
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(HeldWait):
+		var err error
+		ended := make(chan struct{})
+		go func() { err = s.classic.Unmount(); close(ended) }()
+		if aborted, holders := s.AbortWhenHeld(ended, HeldWait); aborted {
+			s.cutOff = &holders // for art run's AbortWhenHeld to report
 		}
-		if s.dev != 0 {
-			if err := abortConnection(s.dev); err != nil {
-				log.Printf("art: abort the FUSE connection %d: %v", unix.Minor(s.dev), err)
-			}
-		}
-		return <-done
+		<-ended
+		return err
 	}
 	// Mounted by art itself (go-fuse knows the mount only by its
 	// descriptor): unmount as go-fuse does, retrying while the kernel
@@ -104,7 +100,7 @@ func (s *Server) Unmount() error {
 	return fmt.Errorf("unmount %s: %w", s.dir, err)
 }
 
-// HeldWait is how long Unmount and art run's WaitOrAbort wait for a
+// HeldWait is how long Unmount, AbortWhenHeld and WaitOrAbort wait for a
 // connection held elsewhere to end before they abort it.
 const HeldWait = 10 * time.Second
 
@@ -324,6 +320,49 @@ func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logg
 // otherwise keep the session from being recorded until it let go, and
 // write into the agent's commit meanwhile.
 func Abort(dir string) { abortMount(dir) }
+
+// heldPoll is how often AbortWhenHeld looks for a copy of the mount in a
+// live mount namespace.
+const heldPoll = 100 * time.Millisecond
+
+// AbortWhenHeld waits, after the unmount, for done (closed when the
+// serving ended), at most d. A copy of the mount that a live process's
+// mount namespace holds (every sandbox an 'art run' starts while the
+// mount is up makes one, and keeps it until that session ends) will not
+// end by itself: once one is seen the connection is aborted at once, not
+// after d. Nothing on this host can still use the mount through art's
+// own namespace. It reports whether it aborted and who held it. Without
+// root, which cannot abort, it returns once it saw a holder (or after d)
+// without waiting for done.
+func (s *Server) AbortWhenHeld(done <-chan struct{}, d time.Duration) (aborted bool, holders []string) {
+	if s.cutOff != nil {
+		// Unmount (go-fuse's, which waits for the serving) did it.
+		<-done
+		return true, *s.cutOff
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(heldPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return false, nil
+		case <-deadline.C:
+			holders = s.NamespaceHolders(5)
+		case <-tick.C:
+			if holders = s.NamespaceHolders(5); len(holders) == 0 {
+				continue
+			}
+		}
+		if os.Geteuid() != 0 {
+			return false, holders
+		}
+		s.Abort()
+		<-done
+		return true, holders
+	}
+}
 
 // Abort ends the mount's connection, wherever it is mounted (a copy in
 // another mount namespace included): every request waiting on it fails
