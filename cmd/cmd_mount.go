@@ -232,25 +232,18 @@ func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal,
 // the mount is up takes one, and art mount waited, silently and deaf to
 // Ctrl-C, for as long as that session ran. Nothing of this host uses the
 // mount any more: the connection is cut off as soon as such a copy is
-// seen (after fuse.HeldWait at the latest), as art run does with its home;
-// without root, which cannot, art says what it waits for.
+// seen, or, where that takes root, left to end with this process, and
+// the session is recorded at once. That is what sessions run side by side
+// do, so art says nothing of it; only a connection held by something art
+// cannot name is reported (cut off after fuse.HeldWait).
 func awaitUnmounted(g *globals, srv *fuse.Server, done <-chan struct{}) {
 	aborted, holders := srv.AbortWhenHeld(done, fuse.HeldWait)
-	who := strings.Join(holders, ", ")
-	if who == "" {
-		who = "a process art cannot name"
-	}
 	switch {
+	case len(holders) > 0:
 	case aborted:
-		fmt.Fprintf(g.stderr, "art: the mount is gone here, but a copy of it in another mount namespace (%s) still held its connection; it was cut off to record the session\n", repo.EscapeControls(who))
+		fmt.Fprintf(g.stderr, "art: the mount is gone here, but something art cannot name still held its connection; it was cut off to record the session\n")
 	default:
-		select {
-		case <-done:
-		default:
-			// Without root: the copy is let go when its namespace ends.
-			fmt.Fprintf(g.stderr, "art: the mount is gone here, but a copy of it in another mount namespace (%s) still holds its connection; the session is recorded once that ends (only root can cut it off)\n", repo.EscapeControls(who))
-			<-done
-		}
+		<-done // without root: until it is let go
 	}
 }
 

@@ -563,21 +563,23 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		fuse.Abort(mnt)
 	}
 	// A copy of the home in another mount namespace keeps the connection
-	// after the unmount: most often the sandbox of another session started
-	// while this one ran (bwrap copies every mount), which held it, and
-	// this session's end waited HeldWait (10 s) for it every time.
+	// after the unmount: the sandbox of another session started while
+	// this one ran (bwrap copies every mount), and this session's end
+	// waited HeldWait (10 s) for it every time, or, without root, until
+	// that session ended. Nothing can use the copy (that sandbox's /tmp
+	// covers it) and the sandbox that used the home is gone: the
+	// connection is cut off, or, where that takes root, left to end with
+	// this process, and the session is recorded now. That is what
+	// sessions run side by side do, so art says nothing of it.
 	served := make(chan struct{})
 	go func() { srv.Wait(); close(served) }()
-	if aborted, holders := srv.AbortWhenHeld(served, fuse.HeldWait); aborted {
-		who := strings.Join(holders, ", ")
-		if who == "" {
-			who = "by a process left over from the sandbox?"
-		} else {
-			who = "by a copy of the mount in another mount namespace: " + who
-		}
-		fmt.Fprintf(g.stderr, "art: the home's connection was still held after the session ended (%s); it was cut off to record the session\n", repo.EscapeControls(who))
+	switch aborted, holders := srv.AbortWhenHeld(served, fuse.HeldWait); {
+	case len(holders) > 0:
+	case aborted:
+		fmt.Fprintf(g.stderr, "art: the home's connection was still held after the session ended, by a process left over from the sandbox?; it was cut off to record the session\n")
+	default:
+		<-served // without root: until it is let go
 	}
-	<-served // without root, which cannot cut it off: until it is let go
 	if runErr != nil {
 		// Nothing ran: say why.
 		if cerr := sandbox.CheckTools(); cerr != nil {

@@ -1208,7 +1208,7 @@ func TestWaitOrAbortEndsAHeldConnection(t *testing.T) {
 // mount, which keeps the connection after art's unmount. Ctrl-C of art
 // mount then waited, silently, until that namespace ended (the other
 // session's whole length). Now it cuts the connection off as soon as it
-// sees the copy (well within HeldWait), names the holder, and records the
+// sees the copy (well within HeldWait), says nothing of it, and records the
 // session with what was written.
 func TestMountEndsWhileACopyIsHeld(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -1253,8 +1253,8 @@ func TestMountEndsWhileACopyIsHeld(t *testing.T) {
 	if p.err != nil {
 		t.Fatalf("art mount: %v\n%s", p.err, p.stderr)
 	}
-	if msg := p.stderr.String(); !strings.Contains(msg, "another mount namespace") || !strings.Contains(msg, fmt.Sprintf("pid %d ", holder.Process.Pid)) {
-		t.Errorf("art mount's stderr does not name the namespace's process %d:\n%s", holder.Process.Pid, msg)
+	if msg := p.stderr.String(); strings.Contains(msg, "connection") {
+		t.Errorf("art mount spoke of what sessions side by side do:\n%s", msg)
 	}
 	pulled := filepath.Join(c.tmp, "pulled", wsName)
 	artOK(t, c.tmp, "pull", "-d", c.db, "-m", pulled, "--commit", "main", "-q")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
 	"github.com/artproject/art/overlay"
@@ -79,8 +80,26 @@ func (s *Server) Unmount() error {
 		var err error
 		ended := make(chan struct{})
 		go func() { err = s.classic.Unmount(); close(ended) }()
-		if aborted, holders := s.AbortWhenHeld(ended, HeldWait); aborted {
+		aborted, holders := s.AbortWhenHeld(ended, HeldWait)
+		if aborted {
 			s.cutOff = &holders // for art run's AbortWhenHeld to report
+		} else if len(holders) > 0 {
+			// Not cut off (without root): once the mount is gone from
+			// this namespace, the rest of go-fuse's Unmount waits for
+			// the copy's namespace to end, another session's, and
+			// nothing is left to wait for here.
+			tick := time.NewTicker(heldPoll)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ended:
+					return err
+				case <-tick.C:
+					if !s.mountedHere() {
+						return nil
+					}
+				}
+			}
 		}
 		<-ended
 		return err
@@ -98,6 +117,21 @@ func (s *Server) Unmount() error {
 		time.Sleep(delay)
 	}
 	return fmt.Errorf("unmount %s: %w", s.dir, err)
+}
+
+// mountedHere reports whether the mount point is still a FUSE mount in
+// art's own mount namespace.
+func (s *Server) mountedHere() bool {
+	mounts, err := mountinfo.GetMounts(mountinfo.SingleEntryFilter(s.mp))
+	if err != nil {
+		return true // unknown: wait, as before
+	}
+	for _, m := range mounts {
+		if strings.HasPrefix(m.FSType, "fuse") {
+			return true
+		}
+	}
+	return false
 }
 
 // HeldWait is how long Unmount, AbortWhenHeld and WaitOrAbort wait for a
@@ -331,9 +365,10 @@ const heldPoll = 100 * time.Millisecond
 // mount is up makes one, and keeps it until that session ends) will not
 // end by itself: once one is seen the connection is aborted at once, not
 // after d. Nothing on this host can still use the mount through art's
-// own namespace. It reports whether it aborted and who held it. Without
-// root, which cannot abort, it returns once it saw a holder (or after d)
-// without waiting for done.
+// own namespace. It reports whether it aborted and who held it. Where the
+// abort fails (without root, unless the fusectl filesystem is mounted and
+// the connection the caller's), it returns once it saw a holder (or after
+// d) without waiting for done.
 func (s *Server) AbortWhenHeld(done <-chan struct{}, d time.Duration) (aborted bool, holders []string) {
 	if s.cutOff != nil {
 		// Unmount (go-fuse's, which waits for the serving) did it.
@@ -355,10 +390,9 @@ func (s *Server) AbortWhenHeld(done <-chan struct{}, d time.Duration) (aborted b
 				continue
 			}
 		}
-		if os.Geteuid() != 0 {
+		if s.dev == 0 || abortConnection(s.dev) != nil {
 			return false, holders
 		}
-		s.Abort()
 		<-done
 		return true, holders
 	}
