@@ -659,6 +659,14 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		r.ReleaseWorktree(wt)
 		return runFail(fmt.Errorf("record the session: %w (the changes stay in worktree #%d; 'art commit --worktree %d' records them)", err, wt.ID, wt.ID))
 	}
+	if n, first := ofs.PolicyRefusals(); n > 0 {
+		// The agent saw only EACCES, which names no policy.
+		eg := ""
+		if first != "" {
+			eg = ", the first at " + repo.QuotePath(first)
+		}
+		fmt.Fprintf(g.stderr, "art: the path policy refused %d change(s) the agent tried%s ('art run --explain PATH' names the rule that decides a path)\n", n, eg)
+	}
 	fmt.Fprintf(g.stderr, "art: session recorded as %s on %s (%s)\n", id.Short(), branch, sessionSummary(sess))
 	return exitWith(res.ExitCode)
 }

@@ -108,6 +108,8 @@ func TestRunPolicyAgentSafe(t *testing.T) {
 		}
 	}
 	t.Logf("probe output:\n%s", res.stdout)
+	// The agent saw EACCES alone; art says the policy refused changes.
+	checkContains(t, "stderr", res.stderr, "art: the path policy refused ", " change(s) the agent tried, the first at ws/", "('art run --explain PATH' names the rule that decides a path)")
 
 	// The commit: only main.go changed; the protected content is kept.
 	if ns := r.nameStatus(base, "HEAD"); len(ns) != 1 || ns["ws/main.go"] != "M" {
@@ -134,6 +136,9 @@ func TestRunPolicyAgentSafe(t *testing.T) {
 		t.Errorf("the session's policy is not recorded: %+v", c.Session)
 	}
 	checkContains(t, "art show", r.mustArt("show", "HEAD").stdout, "policy:", "preset agent-safe")
+	if plain := r.run("--", "sh", "-c", "echo x >> main.go; chmod 0 .git"); plain.code != 0 || strings.Contains(plain.stderr, "path policy") {
+		t.Errorf("a session without a policy: %s", plain)
+	}
 }
 
 // TestRunPolicyExplain: --explain prints the deciding rule and runs nothing.

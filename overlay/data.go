@@ -198,7 +198,7 @@ func (fs *FS) Write(ino uint64, p []byte, off int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := canChange(n); err != nil {
+	if err := fs.canChange(n, nil); err != nil {
 		return 0, err
 	}
 	if err := fs.p.throttle(); err != nil {
@@ -427,7 +427,7 @@ func (fs *FS) Setattr(ino uint64, s SetAttr) (Attr, error) {
 	if err != nil {
 		return Attr{}, err
 	}
-	if err := canChange(n); err != nil {
+	if err := fs.canChange(n, nil); err != nil {
 		return Attr{}, err
 	}
 	if err := fs.ensureUpper(n); err != nil {
@@ -708,7 +708,7 @@ func (fs *FS) SetXattr(ino uint64, name string, value []byte, flags uint32, remo
 	if err != nil {
 		return err
 	}
-	if err := canChange(n); err != nil {
+	if err := fs.canChange(n, nil); err != nil {
 		return err
 	}
 	if err := fs.ensureUpper(n); err != nil {
@@ -889,7 +889,7 @@ func (fs *FS) open(ino uint64, write, count bool) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if err := openPerm(n, write); err != nil {
+	if err := fs.openPerm(n, write); err != nil {
 		return err
 	}
 	if count {
@@ -899,11 +899,13 @@ func (fs *FS) open(ino uint64, write, count bool) error {
 }
 
 // openPerm applies the path policy to an open of n; n.mu must be held.
-func openPerm(n *inode, write bool) error {
+// An open for writing refused is a refused change (refusals).
+func (fs *FS) openPerm(n *inode, write bool) error {
 	switch {
 	case n.perm <= policy.View && n.typ != objects.TypeDir:
 		return errAccess
 	case write && n.perm < policy.Write:
+		fs.refused("")
 		return errAccess
 	}
 	return nil
@@ -927,7 +929,7 @@ func (fs *FS) reopen(ino uint64, write bool) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.deleted { // revived meanwhile by another open
-		if err := openPerm(n, write); err != nil {
+		if err := fs.openPerm(n, write); err != nil {
 			return err
 		}
 		n.opens++
@@ -936,7 +938,7 @@ func (fs *FS) reopen(ino uint64, write bool) error {
 	if n.typ != objects.TypeFile {
 		return errStale
 	}
-	if err := openPerm(n, write); err != nil {
+	if err := fs.openPerm(n, write); err != nil {
 		return err
 	}
 	delete(fs.dead, ino)

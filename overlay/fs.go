@@ -252,6 +252,7 @@ type FS struct {
 	// dirtyBlocks counts the blocks in all nodes' dirty maps
 	// (dirtyTotalLimit).
 	dirtyBlocks atomic.Int64
+	refusals    refusals // by the path policy (policy.go)
 
 	p *persister
 }

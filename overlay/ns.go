@@ -529,7 +529,7 @@ func (fs *FS) Tmpfile(dir uint64, mode uint32, as *Owner) (Attr, error) {
 	now := time.Now().UnixNano()
 	ino := fs.nextIno
 	fs.nextIno++
-	if err := canChange(d); err != nil {
+	if err := fs.canChange(d, nil); err != nil {
 		return Attr{}, err
 	}
 	d.mu.Lock()
@@ -613,7 +613,7 @@ func (fs *FS) Link(ino, dir uint64, name string) (Attr, error) {
 		return Attr{}, err
 	}
 	// Protected content keeps its one name: no second name for it.
-	if err := canChange(n); err != nil {
+	if err := fs.canChange(n, nil); err != nil {
 		return Attr{}, err
 	}
 	if err := fs.checkNewName(d, name, false); err != nil {
@@ -656,10 +656,10 @@ func (fs *FS) remove(dir uint64, name string, isDir bool) error {
 	if err != nil {
 		return err
 	}
-	if err := canChange(d); err != nil {
+	if err := fs.canChange(d, func() string { return fs.pathOf(d) }); err != nil {
 		return err
 	}
-	if err := canChange(n); err != nil {
+	if err := fs.canChange(n, func() string { return joinPath(fs.pathOf(d), name) }); err != nil {
 		return err
 	}
 	if isDir {
@@ -739,17 +739,17 @@ func (fs *FS) Rename(dir uint64, name string, newDir uint64, newName string, fla
 	}
 	// The policy: both names and both directories must be writable, and
 	// a directory moves only if nothing below it is protected.
-	if err := canChange(src); err != nil {
+	if err := fs.canChange(src, nil); err != nil {
 		return err
 	}
-	if err := canChange(d); err != nil {
+	if err := fs.canChange(d, nil); err != nil {
 		return err
 	}
 	if err := fs.checkNewName(nd, newName, src.typ == objects.TypeDir); err != nil {
 		return err
 	}
 	if dst != nil {
-		if err := canChange(dst); err != nil {
+		if err := fs.canChange(dst, nil); err != nil {
 			return err
 		}
 		if dst.typ == objects.TypeDir {

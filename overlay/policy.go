@@ -1,6 +1,9 @@
 package overlay
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/artproject/art/objects"
 	"github.com/artproject/art/policy"
 	"github.com/artproject/art/repo"
@@ -55,15 +58,51 @@ func (fs *FS) decide(d *inode, name string, isDir bool) policy.Perm {
 	return pol.Decide(p, isDir)
 }
 
-// canChange reports whether the agent may change node n; EACCES if not.
-func canChange(n *inode) error {
+// canChange reports whether the agent may change node n; EACCES if not,
+// counted as a refusal (path, when not nil, gives n's path; ns must then
+// be held).
+func (fs *FS) canChange(n *inode, path func() string) error {
 	n.mu.Lock() // Lookup updates perm under it
 	perm := n.perm
 	n.mu.Unlock()
 	if perm < policy.Write {
+		where := ""
+		if path != nil {
+			where = path()
+		}
+		fs.refused(where)
 		return errAccess
 	}
 	return nil
+}
+
+// refusals counts the changes the path policy refused: a program sees
+// only EACCES, which says nothing of a policy, so art reports them when
+// the session ends (PolicyRefusals).
+type refusals struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	first string // the first refused path that was known
+}
+
+func (fs *FS) refused(path string) {
+	fs.refusals.n.Add(1)
+	if path != "" {
+		fs.refusals.mu.Lock()
+		if fs.refusals.first == "" {
+			fs.refusals.first = path
+		}
+		fs.refusals.mu.Unlock()
+	}
+}
+
+// PolicyRefusals reports how many changes the path policy refused in
+// this mount, and the home-relative path of the first one whose path was
+// known ("" if none was).
+func (fs *FS) PolicyRefusals() (int64, string) {
+	fs.refusals.mu.Lock()
+	defer fs.refusals.mu.Unlock()
+	return fs.refusals.n.Load(), fs.refusals.first
 }
 
 // MaxPathLen bounds the length of a path in the home (from its root, as
@@ -89,7 +128,7 @@ func (fs *FS) pathLen(d *inode) int {
 // checkNewName checks that name may be created or replaced in d: the
 // directory itself is writable and the new path is.
 func (fs *FS) checkNewName(d *inode, name string, isDir bool) error {
-	if err := canChange(d); err != nil {
+	if err := fs.canChange(d, func() string { return fs.pathOf(d) }); err != nil {
 		return err
 	}
 	if fs.pathLen(d)+1+len(name) > MaxPathLen {
@@ -111,9 +150,18 @@ func (fs *FS) checkNewName(d *inode, name string, isDir bool) error {
 		return errAccess
 	}
 	if fs.decide(d, name, isDir) < policy.Write {
+		fs.refused(joinPath(fs.pathOf(d), name))
 		return errAccess
 	}
 	return nil
+}
+
+// joinPath is dir/name, or name at the root ("").
+func joinPath(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
 }
 
 // checkSubtree refuses moving or removing a directory that holds anything

@@ -196,6 +196,13 @@ func TestPolicyReadAndView(t *testing.T) {
 		t.Errorf("list view-only dir: %q", got)
 	}
 	wantErrno(t, "open view-only", fs.CheckOpen(rd, false), syscall.EACCES)
+	// Each refused change is counted (a program sees EACCES alone, art
+	// reports them), with the first path known; a refused read is not a
+	// change.
+	n, first := fs.PolicyRefusals()
+	if n != 11 || !strings.HasPrefix(first, "ws/.git/hooks") {
+		t.Errorf("PolicyRefusals = %d, %q; want 11 from ws/.git/hooks", n, first)
+	}
 }
 
 // Renaming or removing a parent directory can never move, expose or
