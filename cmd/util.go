@@ -78,6 +78,7 @@ func jsonNames(names []string) []string {
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // for programs, not for a web page: <, > and & as they are
 	return enc.Encode(v)
 }
 
