@@ -521,9 +521,14 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 			}
 		}
 	}
-	if o.Report != nil {
-		for _, e := range sc.all[1:] {
-			reportEntry(o.Report, name, e, e.old)
+	// The entries are reported once the push is recorded: a push refused
+	// after this point (a live session on the branch) listed them as
+	// stored.
+	report := func() {
+		if o.Report != nil {
+			for _, e := range sc.all[1:] {
+				reportEntry(o.Report, name, e, e.old)
+			}
 		}
 	}
 
@@ -564,7 +569,11 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 			unchanged = hostRoot == sinceCommit.Tree
 		}
 		if unchanged {
-			return r.finishUnchangedPush(tx, res, dir, name, sc, parent, since, branch, start)
+			res, err := r.finishUnchangedPush(tx, res, dir, name, sc, parent, since, branch, start)
+			if err == nil {
+				report()
+			}
+			return res, err
 		}
 	}
 	msg := o.Message
@@ -634,6 +643,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("push %s: commit transaction: %w (nothing was recorded)", dir, err)
 	}
+	report()
 	res.Commit, res.Parent, res.Branch = cid, parent, branch
 	res.Duration = time.Since(start)
 	return res, nil

@@ -289,12 +289,16 @@ func TestPushRefusedByTheBranchsWorktree(t *testing.T) {
 				}
 			}
 			writeFiles(t, ws, map[string]string{"a": "host\n"})
-			_, err = r.Push(context.Background(), PushOptions{Dir: ws})
+			var reported []string
+			_, err = r.Push(context.Background(), PushOptions{Dir: ws, Report: func(l string) { reported = append(reported, l) }})
 			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("push beside a %s: %v", tc.name, err)
+				if err != nil || len(reported) != 1 {
+					t.Fatalf("push beside a %s: %v, reported %q", tc.name, err, reported)
 				}
 				return
+			}
+			if len(reported) != 0 {
+				t.Errorf("a refused push listed entries as stored: %q", reported)
 			}
 			if !errors.Is(err, ErrBranchInUse) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("push onto the branch of a %s: %v; want ErrBranchInUse saying %q", tc.name, err, tc.want)
