@@ -36,3 +36,21 @@ func TestFUSEDeviceError(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckTransport(t *testing.T) {
+	for _, tc := range []struct {
+		transport string
+		ok        bool
+	}{
+		{"", true}, {"classic", true}, {"io_uring", true},
+		{"uring", false}, {"Classic", false}, {"io-uring", false},
+	} {
+		err := checkTransport(tc.transport)
+		if (err == nil) != tc.ok {
+			t.Errorf("checkTransport(%q) = %v", tc.transport, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "classic (/dev/fuse) or io_uring, or unset it") {
+			t.Errorf("checkTransport(%q): %v names no next step", tc.transport, err)
+		}
+	}
+}

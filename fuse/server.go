@@ -268,6 +268,9 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 // server and no error when io_uring cannot be used here (the caller then
 // mounts the classic way); a failure after the mount exists is an error.
 func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logger, faults *ringFaults, writesWait func() bool) (*Server, error) {
+	if err := checkTransport(os.Getenv("ART_FUSE_TRANSPORT")); err != nil {
+		return nil, err
+	}
 	if ok, why := ringUsable(); !ok {
 		return nil, forcedRing(os.Getenv("ART_FUSE_TRANSPORT"), why)
 	}
@@ -535,6 +538,16 @@ func pollHack(dir string) error {
 // forcedRing is the error for io_uring that cannot be used although
 // ART_FUSE_TRANSPORT=io_uring asks for it; otherwise art falls back to
 // /dev/fuse in silence.
+// checkTransport refuses an ART_FUSE_TRANSPORT art does not know (a typo
+// was ignored, and the mount served some other way than asked).
+func checkTransport(transport string) error {
+	switch transport {
+	case "", "classic", "io_uring":
+		return nil
+	}
+	return fmt.Errorf("ART_FUSE_TRANSPORT=%q is not a transport art knows: set it to classic (/dev/fuse) or io_uring, or unset it", transport)
+}
+
 func forcedRing(transport, why string) error {
 	if transport == "io_uring" {
 		return fmt.Errorf("FUSE over io_uring (ART_FUSE_TRANSPORT=io_uring): %s; unset ART_FUSE_TRANSPORT to serve through /dev/fuse", why)
