@@ -8,7 +8,6 @@ package cmd
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/artproject/art/fuse"
+	"github.com/artproject/art/internal/testenv"
 	"github.com/artproject/art/overlay"
 	"github.com/artproject/art/repo"
 )
@@ -807,25 +807,10 @@ func TestRunEndsWhileACopyIsHeld(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: only root can cut a FUSE connection off (and make a mount namespace)")
 	}
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("skipping: unshare (util-linux) is missing")
-	}
 	r := newRepo(t, map[string]string{"a.txt": "a\n"})
 	c, wait := r.start("run", "-i=false", "--", "sh", "-c", "echo data > f; while [ ! -e go ]; do sleep 0.05; done; echo last > g")
 	mnt := r.waitLiveFile("f", "data\n", 30*time.Second)
-	holder := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", "echo ready; exec sleep 300")
-	out, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	if _, err := io.ReadFull(out, make([]byte, 6)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.HoldMountNamespace(t, nil)
 	if err := os.WriteFile(filepath.Join(mnt, "WS", "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -1022,10 +1007,6 @@ func TestRunEndsWhileACopyIsHeldUnprivileged(t *testing.T) {
 		t.Skip("skipping: needs root to run art as another user and open /dev/fuse to it")
 	}
 	requireSandbox(t)
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("skipping: unshare (util-linux) is missing")
-	}
 	if _, err := exec.LookPath("fusermount3"); err != nil {
 		t.Skip("skipping: fusermount3 is missing")
 	}
@@ -1078,19 +1059,7 @@ func TestRunEndsWhileACopyIsHeldUnprivileged(t *testing.T) {
 	// A mount namespace of nobody's, made while the session runs (as
 	// another session's sandbox is), holds a copy of its home.
 	time.Sleep(700 * time.Millisecond)
-	holder := exec.Command(unshare, "--user", "--mount", "--propagation", "private", "sh", "-c", "echo ready; exec sleep 300")
-	holder.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	out, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	if _, err := io.ReadFull(out, make([]byte, 6)); err != nil {
-		t.Fatal(err)
-	}
+	testenv.HoldMountNamespace(t, cred)
 	begin := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- session.Wait() }()

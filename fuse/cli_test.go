@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/artproject/art/internal/testenv"
 	"github.com/artproject/art/repo"
 )
 
@@ -1165,24 +1166,8 @@ func TestMountSignalsWhileCommitting(t *testing.T) {
 // the connection after art's unmount, and Wait never returned: art run
 // hung after the session. WaitOrAbort aborts it after its bound.
 func TestWaitOrAbortEndsAHeldConnection(t *testing.T) {
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("skipping: unshare (util-linux) is missing")
-	}
 	m := newTestMount(t, nil)
-	holder := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", "echo ready; exec sleep 60")
-	out, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	buf := make([]byte, 6)
-	if _, err := io.ReadFull(out, buf); err != nil {
-		t.Fatal(err)
-	}
+	holder := testenv.HoldMountNamespace(t, nil)
 	// The warnings name it (art's own namespace is never named).
 	if who := strings.Join(m.srv.NamespaceHolders(100), ", "); !strings.Contains(who, fmt.Sprintf("pid %d ", holder.Process.Pid)) {
 		t.Errorf("NamespaceHolders = %q, not naming the holder %d", who, holder.Process.Pid)
@@ -1214,10 +1199,6 @@ func TestMountEndsWhileACopyIsHeld(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("skipping: only root can abort a FUSE connection (and make a mount namespace)")
 	}
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		t.Skip("skipping: unshare (util-linux) is missing")
-	}
 	c := newCLIRepo(t)
 	mnt := filepath.Join(c.tmp, "mnt")
 	os.Mkdir(mnt, 0o755)
@@ -1226,18 +1207,7 @@ func TestMountEndsWhileACopyIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Started after the mount: its namespace holds a copy of it.
-	holder := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", "echo ready; exec sleep 300")
-	out, err := holder.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := holder.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
-	if _, err := io.ReadFull(out, make([]byte, 6)); err != nil {
-		t.Fatal(err)
-	}
+	holder := testenv.HoldMountNamespace(t, nil)
 	begin := time.Now()
 	p.cmd.Process.Signal(syscall.SIGINT)
 	select {
