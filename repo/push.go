@@ -549,32 +549,28 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 	if err != nil {
 		return nil, err
 	}
-	if !o.AllowEmpty && !newBranch && !parent.IsZero() && newRoot == baseRoot {
-		// Nothing to record: the branch already holds this tree. A
-		// merge that only took the branch's changes (the host has none
-		// since it synced) is nothing either: each such push recorded
-		// two commits without a change, the host's tree and the merge.
-		unchanged := since.IsZero()
-		if !unchanged {
-			sinceCommit, err := tx.LoadCommit(since)
-			if err != nil {
-				return nil, err
-			}
-			// The host's tree as the merge would record it: unchanged
-			// when it is the tree the host synced with.
-			hostRoot, err := tx.ReplaceAt(sinceCommit.Tree, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: root.mode, ID: hostTree, MTime: root.mtime})
-			if err != nil {
-				return nil, err
-			}
-			unchanged = hostRoot == sinceCommit.Tree
+	// When merged: the host's own tree, on the commit it last synced with.
+	var hostRoot, sinceTree objects.ID
+	if !since.IsZero() {
+		sinceCommit, err := tx.LoadCommit(since)
+		if err != nil {
+			return nil, err
 		}
-		if unchanged {
-			res, err := r.finishUnchangedPush(tx, res, dir, name, sc, parent, since, branch, start)
-			if err == nil {
-				report()
-			}
-			return res, err
+		sinceTree = sinceCommit.Tree
+		if hostRoot, err = tx.ReplaceAt(sinceTree, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: root.mode, ID: hostTree, MTime: root.mtime}); err != nil {
+			return nil, err
 		}
+	}
+	if !o.AllowEmpty && !newBranch && !parent.IsZero() && newRoot == baseRoot && hostRoot == sinceTree {
+		// Nothing to record: the branch already holds this tree, and
+		// the host has no change since it synced. (A merge that only
+		// took the branch's changes recorded two commits without a
+		// change, the host's tree and the merge.)
+		res, err := r.finishUnchangedPush(tx, res, dir, name, sc, parent, since, branch, start)
+		if err == nil {
+			report()
+		}
+		return res, err
 	}
 	msg := o.Message
 	if msg == "" {
@@ -589,22 +585,13 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 	if !parent.IsZero() {
 		c.Parents = []objects.ID{parent}
 	}
-	hostBase := since
-	if !hostBase.IsZero() {
+	if !since.IsZero() {
 		// The host's own tree is a commit of its own on what it last
 		// synced with, and the branch gets a merge of it: the next push
 		// merges from what the host holds (from the merge, it took the
 		// host's stale files for its changes and undid the session).
-		sinceCommit, err := tx.LoadCommit(hostBase)
-		if err != nil {
-			return nil, err
-		}
-		hostRoot, err := tx.ReplaceAt(sinceCommit.Tree, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: root.mode, ID: hostTree, MTime: root.mtime})
-		if err != nil {
-			return nil, err
-		}
 		own := *sess
-		if synced, err = tx.PutCommit(&objects.Commit{Tree: hostRoot, Time: c.Time, Author: c.Author, Message: msg, Session: &own, Parents: []objects.ID{hostBase}}); err != nil {
+		if synced, err = tx.PutCommit(&objects.Commit{Tree: hostRoot, Time: c.Time, Author: c.Author, Message: msg, Session: &own, Parents: []objects.ID{since}}); err != nil {
 			return nil, err
 		}
 		c.Parents = append(c.Parents, synced)
