@@ -46,7 +46,11 @@ const (
 // CLONE_UNTRACED, which PTRACE_O_TRACECLONE does not follow (EPERM), and
 // clone3, whose flags lie in memory a filter cannot read (ENOSYS: libc
 // then falls back to clone). A traced agent's clone(CLONE_UNTRACED) child
-// ran, and wrote, missing from the log.
+// ran, and wrote, missing from the log. It refuses io_uring_setup too
+// (ENOSYS, as on a kernel without io_uring, which libraries fall back
+// from): a ring's operations (openat, write, connect, ...) run in the
+// kernel without a syscall of their own, and an agent's file written
+// through one showed in the log as io_uring_enter calls only.
 //
 // SECCOMP_RET_TRACE without a tracer fails the syscall with ENOSYS: only
 // install the filter in a process that Run traces.
@@ -101,6 +105,10 @@ func SeccompFilter(names []string) ([]byte, error) {
 			stmt(bpfRetK, traced(uint32(nr)))
 		}
 		if nr, ok := p.byName["clone3"]; ok {
+			jump(bpfJeqK, uint32(nr), 0, 1)
+			stmt(bpfRetK, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
+		}
+		if nr, ok := p.byName["io_uring_setup"]; ok {
 			jump(bpfJeqK, uint32(nr), 0, 1)
 			stmt(bpfRetK, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
 		}

@@ -248,6 +248,33 @@ func TestSeccompFilterKeepsClonesTraced(t *testing.T) {
 	}
 }
 
+// TestSeccompFilterRefusesIoUring: every filter, with syscalls named or
+// none, io_uring_setup among them, refuses io_uring_setup with ENOSYS in
+// every personality. A ring's operations run without syscalls of their
+// own: an agent's openat and write through one were missing from the log.
+func TestSeccompFilterRefusesIoUring(t *testing.T) {
+	const enosys = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	type call struct{ arch, nr uint32 }
+	calls := []call{{nativeAuditArch, unix.SYS_IO_URING_SETUP}}
+	if goarch == "amd64" {
+		calls = append(calls, call{nativeAuditArch, x32Bit | 425}, call{unix.AUDIT_ARCH_I386, 425})
+	}
+	for _, names := range [][]string{nil, {"openat"}, {"io_uring_setup", "io_uring_enter"}} {
+		prog, err := SeccompFilter(names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range calls {
+			if got := runBPF(t, prog, c.arch, c.nr); got != enosys {
+				t.Errorf("%q: io_uring_setup arch %#x nr %#x: %#x, want ENOSYS", names, c.arch, c.nr, got)
+			}
+		}
+		if got := runBPF(t, prog, nativeAuditArch, unix.SYS_IO_URING_ENTER); got == enosys {
+			t.Errorf("%q: io_uring_enter refused too", names)
+		}
+	}
+}
+
 func TestFormatFlags(t *testing.T) {
 	cases := map[uint64]string{
 		unix.O_RDONLY: "O_RDONLY",
