@@ -82,6 +82,21 @@ func newPipeIO(stdio Stdio) (*pipeIO, error) {
 	switch in := stdio.Stdin.(type) {
 	case nil:
 	case *os.File:
+		if inBackground(in) {
+			// art runs in the background of its terminal (art run -i=false
+			// ... &): a program of the job reading the terminal would be
+			// stopped (SIGTTIN), but the agent has a session of its own,
+			// out of job control's reach, and read what the user typed
+			// at the shell meanwhile, passwords included. It reads
+			// /dev/null instead, as nohup's and ssh -n's commands do.
+			null, err := os.Open(os.DevNull)
+			if err != nil {
+				return nil, err
+			}
+			p.childStdin = null
+			p.childEnds = append(p.childEnds, null)
+			break
+		}
 		if passThrough(in) || regular(in) && readOnly(in) {
 			p.childStdin = in
 			p.saveTTY(in)
@@ -183,6 +198,13 @@ func passThrough(f *os.File) bool {
 		return true
 	}
 	return false
+}
+
+// inBackground reports whether f is this process's controlling terminal
+// and another process group than this process's is in its foreground.
+func inBackground(f *os.File) bool {
+	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp != unix.Getpgrp()
 }
 
 // regular reports whether f is a regular file.

@@ -274,6 +274,41 @@ print("INJECT-OK")`
 	}
 }
 
+// TestBackgroundRunKeepsTerminalInput: art run -i=false started in the
+// background of its terminal (a shell's "art run ... &") gives the agent
+// no terminal input. The agent's own session is out of job control's
+// reach, so where a background job reading the terminal is stopped, the
+// agent read the line the user typed at the shell.
+func TestBackgroundRunKeepsTerminalInput(t *testing.T) {
+	requireBwrap(t)
+	tt := newTestTerm(t)
+	cfg := baseConfig(t, "sh", "-c", `echo ready; sleep 1; read x; echo "agent read [$x]"`)
+	helper, resFile := helperCmd(t, cfg)
+	// A job-control shell on the terminal runs art as a background job.
+	cmd := exec.Command("/bin/sh", "-c", `set -m; "$@" & wait $!`, "sh", helper.Path)
+	cmd.Args = append(cmd.Args, helper.Args[1:]...)
+	cmd.Env = helper.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tt.s, tt.s, tt.s
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tt.waitFor(t, "ready")
+	if _, err := tt.m.Write([]byte("typed-at-the-shell\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("shell: %v; output %q", err, tt.output())
+	}
+	if r := readHelperResult(t, resFile); r.Err != "" || r.ExitCode != 0 {
+		t.Fatalf("sandbox: %+v output %q", r, tt.output())
+	}
+	tt.waitFor(t, "agent read [")
+	if out := tt.output(); !strings.Contains(out, "agent read []") {
+		t.Errorf("the agent of a background run read the terminal: %q", out)
+	}
+}
+
 // TestSignalsKillSandbox sends art (the helper) SIGINT, SIGTERM and SIGHUP
 // while it runs a sandbox with a background child.
 func TestSignalsKillSandbox(t *testing.T) {
