@@ -276,7 +276,17 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 // puts something at or around its path (hiding would cover what the user
 // asked for). Binds of parts of it are unaffected by the hiding.
 func hideWorkspace(dir, mnt string, binds []sandbox.Bind) bool {
-	if dir == "/" || strings.HasPrefix(mnt, dir+"/") {
+	if strings.HasPrefix(mnt, dir+"/") {
+		return false
+	}
+	return hideTempDir(dir, binds)
+}
+
+// hideTempDir reports whether the directory dir may be hidden in the
+// sandbox: it is not the root, and no bind of the user's shows it whole
+// (its host is dir or a parent) or puts something at or around its path.
+func hideTempDir(dir string, binds []sandbox.Bind) bool {
+	if dir == "/" || dir == "." || dir == "" {
 		return false
 	}
 	real, err := filepath.EvalSymlinks(dir)
@@ -544,6 +554,14 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		// .artignore or the path policy keep out) through the read-only
 		// view of the host's root.
 		cfg.Hide = append(cfg.Hide, dir)
+	}
+	if tmp := filepath.Dir(filepath.Dir(mnt)); hideTempDir(tmp, cfg.Binds) {
+		// The temporary directory around the home's mount point (TMPDIR
+		// outside /tmp, which the sandbox replaces anyway): the homes of
+		// the other sessions running now are mounted there too, in
+		// directories their agents' user (nobody, for all of them) may
+		// enter, and an agent read another branch's live home there.
+		cfg.Hide = append(cfg.Hide, tmp)
 	}
 	cfg.Signals = guard.ch
 	cfg.Dir = startIn(g, filepath.Join(mnt, cfg.Workspace), cfg.Workspace, cfg.Dir)

@@ -421,3 +421,37 @@ func TestRunHomeUnreachableForOtherUsers(t *testing.T) {
 		t.Errorf("the mount point's directory %s is left behind (%v)", filepath.Dir(mnt), err)
 	}
 }
+
+// Sessions running at once mount their homes side by side in TMPDIR, in
+// directories their agents' user (nobody, for every session) may enter.
+// With a TMPDIR outside /tmp (which the sandbox replaces), an agent read
+// another session's home, another branch's live files, through the
+// read-only view of the host: TMPDIR is hidden.
+func TestRunOtherSessionsHomesHidden(t *testing.T) {
+	r := newRepo(t, map[string]string{"a": "a\n"})
+	r.mustArt("branch", "other")
+	tmp := filepath.Join(r.base, "tmpdir")
+	if err := os.Mkdir(tmp, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tmp, 0o1777)
+	env := []string{"TMPDIR=" + tmp}
+	c, wait := r.startEnv(env, "run", "-i=false", "-b", "other", "--", "sh", "-c", "echo OTHER-BRANCH > secret.txt; sleep 30")
+	var mnt string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if m, _ := filepath.Glob(filepath.Join(tmp, "art-home-*", "home", "WS", "secret.txt")); len(m) > 0 {
+			mnt = m[0]
+			break
+		}
+	}
+	if mnt == "" {
+		c.Process.Kill()
+		t.Fatalf("the other session never wrote its file:\n%s", wait())
+	}
+	res := runArt(t, r.ws, artEnv(env...), nil, "run", "-i=false", "--", "sh", "-c", "cat "+mnt+" && echo LEAKED")
+	c.Process.Signal(syscall.SIGTERM)
+	wait()
+	if strings.Contains(res.stdout, "OTHER-BRANCH") || strings.Contains(res.stdout, "LEAKED") {
+		t.Fatalf("an agent read another session's home at %s: %v", mnt, res)
+	}
+}

@@ -145,3 +145,27 @@ func TestHideWorkspace(t *testing.T) {
 		t.Error("a workspace holding the home's mount point is hidden")
 	}
 }
+
+// TMPDIR, where every session's home is mounted, is hidden unless it is
+// the root or the user's binds show it whole or put something at its path.
+func TestHideTempDir(t *testing.T) {
+	tmp := t.TempDir()
+	for _, c := range []struct {
+		name  string
+		dir   string
+		binds []sandbox.Bind
+		want  bool
+	}{
+		{"no binds", tmp, nil, true},
+		{"the root", "/", nil, false},
+		{"missing", filepath.Join(tmp, "nothing"), nil, false},
+		{"a bind from inside it", tmp, []sandbox.Bind{{Host: filepath.Join(tmp, "data"), Guest: "/data"}}, true},
+		{"itself bound", tmp, []sandbox.Bind{{Host: tmp, Guest: "/mnt/t"}}, false},
+		{"a parent bound", tmp, []sandbox.Bind{{Host: filepath.Dir(tmp), Guest: "/mnt/p"}}, false},
+		{"a bind at its path", tmp, []sandbox.Bind{{Host: "/usr", Guest: filepath.Join(tmp, "usr")}}, false},
+	} {
+		if got := hideTempDir(c.dir, c.binds); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
