@@ -194,6 +194,9 @@ func Run(ctx context.Context, cfg Config, stdio Stdio) (res Result, err error) {
 		}
 		defer pio.close()
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = pio.childStdin, pio.childStdout, pio.childStderr
+		if len(pio.ttys) > 0 {
+			defer keepRunningOnStop(stdio.Stderr)()
+		}
 	}
 
 	closeInheritedFDs()
@@ -615,4 +618,29 @@ func closeInheritedFDs() {
 			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC)
 		}
 	}
+}
+
+// keepRunningOnStop keeps art running on SIGTSTP (Ctrl-Z on the terminal a
+// non-interactive run passes through) and says why, until the returned
+// function is called. The sandbox has a session of its own, out of job
+// control's reach: stopping art alone left the agent running, reading
+// what the user typed at the shell and writing to the terminal, past
+// --timeout (art's timer stopped with it) until fg.
+func keepRunningOnStop(w io.Writer) func() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTSTP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ch:
+				if w != nil {
+					fmt.Fprintln(w, "art: the sandbox cannot be stopped (Ctrl-Z): it runs in a session of its own, which job control does not reach; Ctrl-C ends it")
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(ch); close(done) }
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -553,4 +554,49 @@ func TestInteractivePipedStdinEnds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStopDoesNotLeaveTheAgentRunning sends art (the helper) SIGTSTP, as
+// Ctrl-Z on the terminal of a non-interactive run does. Art alone was
+// stopped: the sandbox, in a session of its own, ran on, reading what the
+// user typed at the shell, past --timeout. Art now keeps running and says
+// why.
+func TestStopDoesNotLeaveTheAgentRunning(t *testing.T) {
+	requireBwrap(t)
+	tt := newTestTerm(t)
+	helper, resFile := helperCmd(t, baseConfig(t, "sh", "-c", "echo READY; sleep 1; echo DONE"))
+	// A job-control shell on the terminal runs art as a job of its own
+	// (a process group whose stop the kernel carries out: not orphaned),
+	// and prints its pid.
+	cmd := exec.Command("/bin/sh", "-c", `set -m; "$@" & echo "PID=$!"; wait $!`, "sh", helper.Path)
+	cmd.Args = append(cmd.Args, helper.Args[1:]...)
+	cmd.Env = helper.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tt.s, tt.s, tt.s
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tt.waitFor(t, "READY")
+	var pid int
+	if _, err := fmt.Sscanf(tt.output()[strings.Index(tt.output(), "PID="):], "PID=%d", &pid); err != nil {
+		t.Fatalf("no pid in %q: %v", tt.output(), err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) }) // never left stopped
+	syscall.Kill(pid, syscall.SIGTSTP)
+	tt.waitFor(t, "cannot be stopped (Ctrl-Z)")
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pid (comm) STATE ...
+	if f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:])); len(f) == 0 || f[0] == "T" {
+		t.Errorf("art stopped: %q", stat)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("shell: %v; output %q", err, tt.output())
+	}
+	if r := readHelperResult(t, resFile); r.Err != "" || r.ExitCode != 0 {
+		t.Fatalf("sandbox: %+v output %q", r, tt.output())
+	}
+	tt.waitFor(t, "DONE")
 }
