@@ -27,20 +27,30 @@ import (
 // takes it only on the caller's controlling terminal, and the sandbox's is
 // its own pty or none (its own session), so typing stays inside.
 
+// io_uring_setup fails with ENOSYS, as on a kernel without io_uring, so
+// that programs fall back to plain system calls: Docker's default profile
+// refuses io_uring too, for its long record of kernel exploits (the same
+// reason as TIOCSETD's), and its requests are invisible to seccomp and
+// ptrace alike (a traced agent's file written through a ring showed in
+// the log only as io_uring_enter). Without a ring, io_uring_enter and
+// io_uring_register have nothing to act on.
+
 // seccompArches are, for each audit arch a process on amd64 or arm64 can
-// call with, the numbers of add_key, request_key and keyctl, and of ioctl
-// (the kernel's syscall tables; TestSeccompProgramDecides checks the
-// native ones against the tracer's). On x86_64 the x32 calls are the same
-// numbers with x32Bit set; x32's ioctl has a number of its own.
+// call with, the numbers of add_key, request_key and keyctl, of ioctl and
+// of io_uring_setup (the kernel's syscall tables; TestSeccompProgramDecides
+// checks the native ones against the tracer's). On x86_64 the x32 calls
+// are the same numbers with x32Bit set; x32's ioctl has a number of its
+// own.
 var seccompArches = []struct {
 	arch    uint32
 	keyring []uint32
 	ioctl   []uint32
+	nosys   []uint32
 }{
-	{unix.AUDIT_ARCH_X86_64, []uint32{248, 249, 250, x32Bit | 248, x32Bit | 249, x32Bit | 250}, []uint32{16, x32Bit | 514}},
-	{unix.AUDIT_ARCH_I386, []uint32{286, 287, 288}, []uint32{54}},
-	{unix.AUDIT_ARCH_AARCH64, []uint32{217, 218, 219}, []uint32{29}},
-	{unix.AUDIT_ARCH_ARM, []uint32{309, 310, 311}, []uint32{54}},
+	{unix.AUDIT_ARCH_X86_64, []uint32{248, 249, 250, x32Bit | 248, x32Bit | 249, x32Bit | 250}, []uint32{16, x32Bit | 514}, []uint32{425, x32Bit | 425}},
+	{unix.AUDIT_ARCH_I386, []uint32{286, 287, 288}, []uint32{54}, []uint32{425}},
+	{unix.AUDIT_ARCH_AARCH64, []uint32{217, 218, 219}, []uint32{29}, []uint32{425}},
+	{unix.AUDIT_ARCH_ARM, []uint32{309, 310, 311}, []uint32{54}, []uint32{425}},
 }
 
 // refusedIoctls are the ioctl requests refused. The kernel takes the
@@ -68,7 +78,8 @@ const (
 // seccompProgram returns the sandbox's rules followed by then, a further
 // program in the raw struct sock_filter form bwrap reads (the tracer's),
 // which decides every call the rules let through; with no further program
-// they let it through. A call the rules refuse fails with EPERM.
+// they let it through. A call the rules refuse fails with EPERM (ENOSYS
+// for io_uring_setup).
 func seccompProgram(then []byte) ([]byte, error) {
 	if len(then)%8 != 0 {
 		return nil, fmt.Errorf("seccomp program of %d bytes is not a whole number of instructions", len(then))
@@ -80,8 +91,9 @@ func seccompProgram(then []byte) ([]byte, error) {
 		toDeny = iota
 		toEnd
 		toIoctl
+		toNosys
 	)
-	var jumps [3][]int
+	var jumps [4][]int
 	jumpTo := func(label int) {
 		jumps[label] = append(jumps[label], len(prog))
 		stmt(bpfJa, 0)
@@ -108,15 +120,20 @@ func seccompProgram(then []byte) ([]byte, error) {
 		for _, nr := range a.ioctl {
 			ifEq(nr, toIoctl)
 		}
+		for _, nr := range a.nosys {
+			ifEq(nr, toNosys)
+		}
 		jumpTo(toEnd)
 	}
-	var at [3]int
+	var at [4]int
 	at[toIoctl] = len(prog)
 	stmt(bpfLdAbsW, seccompArg1Lo)
 	for _, req := range refusedIoctls {
 		ifEq(req, toDeny)
 	}
 	jumpTo(toEnd)
+	at[toNosys] = len(prog)
+	stmt(bpfRetK, unix.SECCOMP_RET_ERRNO|uint32(unix.ENOSYS))
 	at[toDeny] = len(prog)
 	stmt(bpfRetK, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
 	at[toEnd] = len(prog)

@@ -50,9 +50,10 @@ func runSeccomp(t *testing.T, prog []byte, arch, nr uint32, arg1 uint64) uint32 
 
 func TestSeccompProgramDecides(t *testing.T) {
 	const (
-		eperm = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
-		allow = unix.SECCOMP_RET_ALLOW
-		trace = unix.SECCOMP_RET_TRACE
+		eperm  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+		enosys = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+		allow  = unix.SECCOMP_RET_ALLOW
+		trace  = unix.SECCOMP_RET_TRACE
 	)
 	own, err := seccompProgram(nil)
 	if err != nil {
@@ -87,6 +88,12 @@ func TestSeccompProgramDecides(t *testing.T) {
 		{"aarch64 ioctl TIOCSETD", unix.AUDIT_ARCH_AARCH64, 29, unix.TIOCSETD, eperm},
 		{"arm ioctl TIOCLINUX", unix.AUDIT_ARCH_ARM, 54, unix.TIOCLINUX, eperm},
 		{"x86_64 write, TIOCSETD's number as its second argument", unix.AUDIT_ARCH_X86_64, 1, unix.TIOCSETD, allow},
+		{"x86_64 io_uring_setup", unix.AUDIT_ARCH_X86_64, 425, 0, enosys},
+		{"x32 io_uring_setup", unix.AUDIT_ARCH_X86_64, x32Bit | 425, 0, enosys},
+		{"i386 io_uring_setup", unix.AUDIT_ARCH_I386, 425, 0, enosys},
+		{"aarch64 io_uring_setup", unix.AUDIT_ARCH_AARCH64, 425, 0, enosys},
+		{"arm io_uring_setup", unix.AUDIT_ARCH_ARM, 425, 0, enosys},
+		{"x86_64 io_uring_enter", unix.AUDIT_ARCH_X86_64, 426, 0, allow},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,7 +117,7 @@ func TestSeccompProgramDecides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nrs, err := tracer.Lookup([]string{"openat", "read", "add_key", "request_key", "keyctl", "ioctl"})
+	nrs, err := tracer.Lookup([]string{"openat", "read", "add_key", "request_key", "keyctl", "ioctl", "io_uring_setup"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +141,9 @@ func TestSeccompProgramDecides(t *testing.T) {
 		}
 		if a.ioctl[0] != uint32(nrs[5]) {
 			t.Errorf("seccompArches for %#x: ioctl is %d, the tracer's table has %d", native, a.ioctl[0], nrs[5])
+		}
+		if a.nosys[0] != uint32(nrs[6]) {
+			t.Errorf("seccompArches for %#x: io_uring_setup is %d, the tracer's table has %d", native, a.nosys[0], nrs[6])
 		}
 	}
 
@@ -225,5 +235,29 @@ for name, req, arg in [("TIOCGETD", %d, struct.pack("i", 0)), ("TIOCSETD", %d, s
 	}
 	if o.Stdout != "TIOCGETD ran\nTIOCSETD refused\nTIOCLINUX refused\n" {
 		t.Errorf("terminal ioctls inside the sandbox: %q %q", o.Stdout, o.Stderr)
+	}
+}
+
+// TestIOURingRefused sets up an io_uring inside the sandbox: refused as
+// by a kernel without io_uring (ENOSYS), so programs fall back to plain
+// system calls.
+func TestIOURingRefused(t *testing.T) {
+	requireBwrap(t)
+	requireTool(t, "/usr/bin/python3")
+	if goarch() != "amd64" && goarch() != "arm64" {
+		t.Skipf("skipping: no io_uring_setup number for %s here", goarch())
+	}
+	script := `import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+params = ctypes.create_string_buffer(120)
+r = libc.syscall(425, 4, params)
+print("fd" if r >= 0 else "errno %d" % ctypes.get_errno())`
+	o := run(t, baseConfig(t, "python3", "-c", script), "")
+	if o.Err != nil {
+		t.Fatalf("Run: %v (%q)", o.Err, o.Stderr)
+	}
+	if o.Stdout != fmt.Sprintf("errno %d\n", unix.ENOSYS) {
+		t.Errorf("io_uring_setup inside the sandbox: %q %q", o.Stdout, o.Stderr)
 	}
 }
