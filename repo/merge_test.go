@@ -1009,3 +1009,63 @@ func wsKey(t *testing.T, r *Repo, dir string) string {
 	}
 	return key
 }
+
+// The workspace root's own mtime is no change for a push: pull does not
+// set it and its writes there move it, and a session's new or removed
+// entry at the root moves the branch's. Each such push recorded a commit
+// (a merge and the host's tree, after a session) with no change in it.
+func TestPushIgnoresTheRootsOwnMTime(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		session func(t *testing.T, dir string)
+	}{
+		{"a new entry at the root", func(t *testing.T, dir string) {
+			writeFiles(t, dir, map[string]string{"n": "agent\n"})
+		}},
+		{"an entry removed at the root", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, "b")); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a change below the root", func(t *testing.T, dir string) {
+			writeFiles(t, dir, map[string]string{"d/f": "agent\n"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a\n", "b": "b\n", "d/f": "f\n"})
+			push(t, r, ws, "v1")
+			old := time.Unix(1_600_000_000, 0)
+			if err := os.Chtimes(ws, old, old); err != nil {
+				t.Fatal(err)
+			}
+			push(t, r, ws, "old mtime") // the root's mtime alone
+			session := agentSession(t, r, func(dir string) {
+				tc.session(t, dir)
+				now := time.Now()
+				os.Chtimes(dir, now, now) // the session's root moved
+			})
+			res := push(t, r, ws, "host unchanged")
+			if !res.Unchanged || res.Commit != session {
+				t.Fatalf("a push with the host unchanged after a session: %+v, want no commit on %s", res, session.Short())
+			}
+			pull(t, r, ws, session)
+			if res := push(t, r, ws, "after the pull"); !res.Unchanged || res.Commit != session {
+				t.Fatalf("a push right after a pull: %+v, want no commit on %s", res, session.Short())
+			}
+			if tip, _ := r.BranchTip("main"); tip != session {
+				t.Errorf("main moved to %s", tip.Short())
+			}
+			// A real change is still recorded, on top of the session.
+			writeFiles(t, ws, map[string]string{"a": "host\n"})
+			res = push(t, r, ws, "host change")
+			if res.Unchanged || res.Commit == session {
+				t.Fatalf("a host change was not recorded: %+v", res)
+			}
+			if got := contentOf(t, r, res.Commit, "ws"); got["a"] != "host\n" {
+				t.Errorf("after the host change: %v", got)
+			}
+		})
+	}
+}

@@ -545,32 +545,41 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 	} else if baseRoot, err = tx.EmptyTree(); err != nil {
 		return nil, err
 	}
-	newRoot, err := tx.ReplaceAt(baseRoot, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: rootMode, ID: wsTree, MTime: root.mtime})
-	if err != nil {
-		return nil, err
-	}
-	// When merged: the host's own tree, on the commit it last synced with.
-	var hostRoot, sinceTree objects.ID
+	// When merged: the tree of the commit the host last synced with.
+	var sinceTree objects.ID
 	if !since.IsZero() {
 		sinceCommit, err := tx.LoadCommit(since)
 		if err != nil {
 			return nil, err
 		}
 		sinceTree = sinceCommit.Tree
-		if hostRoot, err = tx.ReplaceAt(sinceTree, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: root.mode, ID: hostTree, MTime: root.mtime}); err != nil {
-			return nil, err
-		}
 	}
-	if !o.AllowEmpty && !newBranch && !parent.IsZero() && newRoot == baseRoot && hostRoot == sinceTree {
+	if !o.AllowEmpty && !newBranch && !parent.IsZero() && tx.holdsDir(baseRoot, name, wsTree, rootMode) &&
+		(since.IsZero() || tx.holdsDir(sinceTree, name, hostTree, root.mode)) {
 		// Nothing to record: the branch already holds this tree, and
 		// the host has no change since it synced. (A merge that only
 		// took the branch's changes recorded two commits without a
-		// change, the host's tree and the merge.)
+		// change, the host's tree and the merge.) The workspace root's
+		// own mtime is not a change: pull does not set it, and its
+		// writes there move it (each push after a pull recorded a
+		// commit of that alone), as does a session's new or removed
+		// entry at the root (the merge put the host's back).
 		res, err := r.finishUnchangedPush(tx, res, dir, name, sc, parent, since, branch, start)
 		if err == nil {
 			report()
 		}
 		return res, err
+	}
+	newRoot, err := tx.ReplaceAt(baseRoot, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: rootMode, ID: wsTree, MTime: root.mtime})
+	if err != nil {
+		return nil, err
+	}
+	// When merged: the host's own tree, on the commit it last synced with.
+	var hostRoot objects.ID
+	if !since.IsZero() {
+		if hostRoot, err = tx.ReplaceAt(sinceTree, []string{name}, &objects.Entry{Type: objects.TypeDir, Mode: root.mode, ID: hostTree, MTime: root.mtime}); err != nil {
+			return nil, err
+		}
 	}
 	msg := o.Message
 	if msg == "" {
@@ -793,6 +802,15 @@ func (tx *Tx) buildTree(root *hostEntry, reuse bool, prev objects.ID) (objects.I
 		}
 	}
 	return id, len(trees), tx.PutTrees(trees)
+}
+
+// holdsDir reports whether tree holds at name, one component, the
+// directory id with mode and nothing else (no xattrs), whatever its
+// mtime: what ReplaceAt with such an entry changes in it at most.
+func (tx *Tx) holdsDir(tree objects.ID, name string, id objects.ID, mode uint32) bool {
+	e := tx.prevEntries(tree)[name]
+	return e != nil && e.Type == objects.TypeDir && e.ID == id && e.Mode == mode &&
+		e.Size == 0 && e.Target == "" && len(e.Xattrs) == 0
 }
 
 // prevEntries indexes the entries of tree id by name (none for the zero
