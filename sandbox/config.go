@@ -159,7 +159,7 @@ func AgentUser(spec string) (uid, gid int, err error) {
 
 func agentIdentity(spec string) (identity, error) {
 	if os.Geteuid() != 0 {
-		me := identity{uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
+		me := callerIdentity()
 		if spec == "" {
 			return me, nil
 		}
@@ -184,6 +184,19 @@ func agentIdentity(spec string) (identity, error) {
 	}
 	id.switchTo = true
 	return id, nil
+}
+
+// callerIdentity is art's caller, as whom the agent runs without root:
+// with the caller's supplementary groups, which the sandbox keeps (a
+// directory writable through one of them was reported as not writable).
+func callerIdentity() identity {
+	me := identity{uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
+	if gs, err := os.Getgroups(); err == nil {
+		for _, g := range gs {
+			me.groups = append(me.groups, uint32(g))
+		}
+	}
+	return me
 }
 
 // resolveUser turns a user spec (name, uid, or uid:gid) into host ids.
