@@ -32,27 +32,51 @@ const maxSocketMasks = 512
 // with spaces; the path is the rest of the line, byte for byte.
 var unixLine = regexp.MustCompile(`^[0-9a-fA-F]+: [0-9A-F]+ [0-9A-F]+ [0-9A-F]+ [0-9A-F]+ [0-9A-F]+ +[0-9]+ (.+)$`)
 
+// maxSunPath is the longest name a pathname socket can have (sun_path).
+const maxSunPath = 108
+
 // boundSocketPaths returns the absolute paths in a /proc/net/unix listing,
 // each once, in listing order. Abstract sockets (@name) and relative paths
 // (bound relative to their daemon's directory) are left out.
-func boundSocketPaths(r io.Reader) []string {
-	var out []string
+//
+// The kernel prints a name as it is, a newline included, so a name with
+// one goes on over the next lines (which may even read as lines of their
+// own): joined lists, for each path, the path joined with each run of the
+// lines after it that fits in sun_path, for the caller to try as well.
+// A socket so named was not covered.
+func boundSocketPaths(r io.Reader) (paths, joined []string) {
 	seen := map[string]bool{}
+	var lines []string
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
+		lines = append(lines, sc.Text())
+	}
+	for i, line := range lines {
 		if !strings.Contains(line, " /") {
 			continue // unnamed or abstract, most of a busy host's list
 		}
 		m := unixLine.FindStringSubmatch(line)
-		if m == nil || !strings.HasPrefix(m[1], "/") || seen[m[1]] {
+		if m == nil || !strings.HasPrefix(m[1], "/") {
 			continue
 		}
-		seen[m[1]] = true
-		out = append(out, m[1])
+		if !seen[m[1]] {
+			seen[m[1]] = true
+			paths = append(paths, m[1])
+		}
+		p := m[1]
+		for _, next := range lines[i+1:] {
+			if len(p)+1+len(next) > maxSunPath {
+				break
+			}
+			p += "\n" + next
+			if !seen[p] {
+				seen[p] = true
+				joined = append(joined, p)
+			}
+		}
 	}
-	return out
+	return paths, joined
 }
 
 // socketsToMask picks, from the bound socket paths, the host sockets the
@@ -118,5 +142,6 @@ func hostSocketMasks(id identity) []string {
 		return nil
 	}
 	defer f.Close()
-	return socketsToMask(boundSocketPaths(f), id)
+	paths, joined := boundSocketPaths(f)
+	return socketsToMask(append(paths, joined...), id)
 }

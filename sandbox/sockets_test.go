@@ -27,9 +27,34 @@ func TestBoundSocketPaths(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := boundSocketPaths(strings.NewReader(header + tc.listing))
+			got, _ := boundSocketPaths(strings.NewReader(header + tc.listing))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A name with a newline goes on over the next lines of the listing, which
+// may read as lines of their own: such a socket was never covered.
+func TestBoundSocketPathsJoined(t *testing.T) {
+	const line = "0000000000000000: 00000002 00000000 00010000 0001 01 23456 "
+	long := "/" + strings.Repeat("d", 60)
+	tests := []struct {
+		name, listing string
+		paths, joined []string
+	}{
+		{"one line each", line + "/a\n" + line + "/b\n", []string{"/a", "/b"}, []string{"/a\n" + line + "/b"}},
+		{"a name over two lines", line + "/srv/a b\nc\n", []string{"/srv/a b"}, []string{"/srv/a b\nc"}},
+		{"the rest reads as a line", line + "/srv/a\n0: 0 0 0 0 0 1 /x\n", []string{"/srv/a", "/x"}, []string{"/srv/a\n0: 0 0 0 0 0 1 /x"}},
+		{"over three lines", line + "/s\nx\ny\n", []string{"/s"}, []string{"/s\nx", "/s\nx\ny"}},
+		{"longer than sun_path", line + long + "\n" + line + long + "\n", []string{long}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			paths, joined := boundSocketPaths(strings.NewReader(tc.listing))
+			if !slices.Equal(paths, tc.paths) || !slices.Equal(joined, tc.joined) {
+				t.Errorf("got %q and %q, want %q and %q", paths, joined, tc.paths, tc.joined)
 			}
 		})
 	}
