@@ -535,9 +535,6 @@ func pollHack(dir string) error {
 	return nil
 }
 
-// forcedRing is the error for io_uring that cannot be used although
-// ART_FUSE_TRANSPORT=io_uring asks for it; otherwise art falls back to
-// /dev/fuse in silence.
 // checkTransport refuses an ART_FUSE_TRANSPORT art does not know (a typo
 // was ignored, and the mount served some other way than asked).
 func checkTransport(transport string) error {
@@ -548,6 +545,9 @@ func checkTransport(transport string) error {
 	return fmt.Errorf("ART_FUSE_TRANSPORT=%q is not a transport art knows: set it to classic (/dev/fuse) or io_uring, or unset it", transport)
 }
 
+// forcedRing is the error for io_uring that cannot be used although
+// ART_FUSE_TRANSPORT=io_uring asks for it; otherwise art falls back to
+// /dev/fuse in silence.
 func forcedRing(transport, why string) error {
 	if transport == "io_uring" {
 		return fmt.Errorf("FUSE over io_uring (ART_FUSE_TRANSPORT=io_uring): %s; unset ART_FUSE_TRANSPORT to serve through /dev/fuse", why)
