@@ -77,10 +77,14 @@ commit (--allow-empty records one).`,
 				where = "detached HEAD"
 			}
 			if res.Unchanged {
-				fmt.Fprintf(g.stdout, "nothing to push: %s holds what %s (%s) has; no commit recorded (--allow-empty records one)\n", abs, where, res.Commit.Short())
-				if !res.MergedSince.IsZero() {
-					fmt.Fprintf(g.stdout, "%s has changes made since %s last synced (%s); 'art pull -m %s' brings them here\n", where, abs, res.MergedSince.Short(), abs)
+				if res.MergedSince.IsZero() {
+					fmt.Fprintf(g.stdout, "nothing to push: %s holds what %s (%s) has; no commit recorded (--allow-empty records one)\n", abs, where, res.Commit.Short())
+					return nil
 				}
+				// The host lacks the branch's changes: it does not hold
+				// what the branch has, the branch holds all it has.
+				fmt.Fprintf(g.stdout, "nothing to push: %s (%s) holds all of %s; no commit recorded (--allow-empty records one)\n", where, res.Commit.Short(), abs)
+				fmt.Fprintf(g.stdout, "%s has changes made since %s last synced (%s); 'art pull -m %s' brings them here\n", where, abs, res.MergedSince.Short(), abs)
 				return nil
 			}
 			if res.Merged > 0 {
