@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 )
 
 // Host unix sockets. The sandbox sees the host's files read-only, but
@@ -110,7 +111,8 @@ func socketsToMask(bound []string, id identity) []string {
 	return kept
 }
 
-// socketAt resolves p and reports whether a socket is there.
+// socketAt resolves p and reports whether a socket is there that a host
+// daemon keeps (daemonSocket).
 func socketAt(p string) (string, bool) {
 	real, err := filepath.EvalSymlinks(filepath.Clean(p))
 	if err != nil {
@@ -120,7 +122,30 @@ func socketAt(p string) (string, bool) {
 	if err != nil || st.Mode()&os.ModeSocket == 0 {
 		return "", false
 	}
-	return real, true
+	return real, daemonSocket(real, st)
+}
+
+// maxSystemUID is the last uid of system accounts (Debian's SYS_UID_MAX).
+const maxSystemUID = 999
+
+// daemonSocket reports whether the socket at real lies where only root or
+// a system account can make and remove it: a directory without group or
+// other write, owned by root or by the socket's own system owner. Those
+// are the host daemons' sockets the agent must not reach. Any other may
+// be removed at any moment by a user, and a socket gone between the scan
+// and bwrap's mount fails the run (bwrap cannot make the mount point on
+// the read-only root): a user flapping a socket of their own made other
+// users' runs fail at random. A user's own sockets are theirs to offer.
+func daemonSocket(real string, st os.FileInfo) bool {
+	sock, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	var dir syscall.Stat_t
+	if syscall.Stat(filepath.Dir(real), &dir) != nil || dir.Mode&0o022 != 0 {
+		return false
+	}
+	return dir.Uid == 0 || dir.Uid == sock.Uid && sock.Uid <= maxSystemUID
 }
 
 // underMasked reports whether p lies where the sandbox never shows the

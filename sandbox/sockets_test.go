@@ -111,6 +111,38 @@ func TestSocketsToMask(t *testing.T) {
 			}
 		})
 	}
+	t.Run("only where a user cannot remove it", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("skipping: needs root to give directories and sockets other owners")
+		}
+		cases := []struct {
+			name            string
+			dirMode         os.FileMode
+			dirUID, sockUID int
+			want            bool
+		}{
+			{"root's directory", 0o755, 0, 0, true},
+			{"root's directory, a user's socket", 0o755, 0, 1234, true},
+			{"a system account's own directory", 0o750, 101, 101, true},
+			{"world-writable, sticky (a user makes and removes their own)", 0o1777, 0, 1234, false},
+			{"group-writable", 0o775, 0, 0, false},
+			{"a user's own directory", 0o755, 1234, 1234, false},
+			{"a system account's directory, another's socket", 0o755, 101, 102, false},
+		}
+		for i, c := range cases {
+			d := filepath.Join(dir, fmt.Sprintf("own%d", i))
+			os.Mkdir(d, 0o755)
+			p := filepath.Join(d, "s")
+			listenUnix(t, p)
+			os.Lchown(p, c.sockUID, c.sockUID)
+			os.Chown(d, c.dirUID, c.dirUID)
+			os.Chmod(d, c.dirMode)
+			got := socketsToMask([]string{p}, me)
+			if (len(got) == 1) != c.want {
+				t.Errorf("%s: masks %q, want masked %v", c.name, got, c.want)
+			}
+		}
+	})
 	t.Run("bounded", func(t *testing.T) {
 		many := make([]string, 0, maxSocketMasks+10)
 		for i := 0; i < maxSocketMasks+10; i++ {
