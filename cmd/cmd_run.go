@@ -384,6 +384,21 @@ func removeMountpoint(mnt string) {
 	}
 }
 
+// otherArtMounts lists the live art mounts but own, to hide in the
+// sandbox: a user's art mount DIR as root (allow_other) showed in the
+// read-only view of the host's root, and an agent read another branch's
+// live files there. One whose server died is left out (it answers
+// nothing, and hiding it would fail).
+func otherArtMounts(own string) []string {
+	var out []string
+	for _, m := range fuse.ArtMounts() {
+		if _, err := os.Lstat(m); err == nil && m != own {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // runDirect binds the host workspace read-write into an empty home.
 func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, stdio sandbox.Stdio, st *sessionTrace) error {
 	home, err := os.MkdirTemp("", "art-home-")
@@ -405,7 +420,7 @@ func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, 
 	if err := os.Mkdir(artDir, 0o755); err == nil {
 		defer os.Remove(artDir)
 	}
-	cfg.Hide = []string{artDir}
+	cfg.Hide = append([]string{artDir}, otherArtMounts("")...)
 	if why := sandbox.CannotWrite(cfg.User, dir); why != "" {
 		// Its writes there fail with EACCES, which it may not report.
 		fmt.Fprintf(g.stderr, "art: warning: %s: its writes to the workspace will fail; give --user with the directory's owner, or make it writable for that user\n", why)
@@ -555,6 +570,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		// view of the host's root.
 		cfg.Hide = append(cfg.Hide, dir)
 	}
+	cfg.Hide = append(cfg.Hide, otherArtMounts(mnt)...)
 	if tmp := filepath.Dir(filepath.Dir(mnt)); hideTempDir(tmp, cfg.Binds) {
 		// The temporary directory around the home's mount point (TMPDIR
 		// outside /tmp, which the sandbox replaces anyway): the homes of

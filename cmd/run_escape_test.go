@@ -455,3 +455,33 @@ func TestRunOtherSessionsHomesHidden(t *testing.T) {
 		t.Fatalf("an agent read another session's home at %s: %v", mnt, res)
 	}
 }
+
+// TestRunHidesOtherArtMounts: a live art mount of the user's (as root,
+// allow_other) outside the directories the sandbox replaces showed in the
+// read-only view of the host's root, and an agent of any session read
+// another branch's live files there.
+func TestRunHidesOtherArtMounts(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	r.mustArt("branch", "other")
+	mnt := filepath.Join(r.base, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, wait := r.start("mount", "-b", "other", mnt)
+	t.Cleanup(func() { c.Process.Signal(syscall.SIGINT); wait() })
+	waitFor(t, "the art mount", 30*time.Second, func() bool {
+		b, err := os.ReadFile(filepath.Join(mnt, "WS", "a.txt"))
+		return err == nil && string(b) == "a\n"
+	})
+	for _, mode := range [][]string{nil, {"--direct"}} {
+		args := append(append([]string{}, mode...), "--", "sh", "-c", "ls -A "+mnt+"; cat "+mnt+"/WS/a.txt")
+		res := r.run(args...)
+		if res.code == 0 || strings.Contains(res.stdout, "a\n") || !strings.Contains(res.stderr, "No such file") {
+			t.Errorf("%v: the agent read a live art mount of another branch:\n%s", mode, res)
+		}
+	}
+	// The mount itself is untouched.
+	if b, err := os.ReadFile(filepath.Join(mnt, "WS", "a.txt")); err != nil || string(b) != "a\n" {
+		t.Errorf("the art mount after the run: %q %v", b, err)
+	}
+}

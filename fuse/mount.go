@@ -51,6 +51,23 @@ func CheckMountpoint(dir string) (string, error) {
 	return abs, nil
 }
 
+// fsName names art's mounts: their type is "fuse.art".
+const fsName = "art"
+
+// ArtMounts lists the mount points of art's own FUSE mounts (art mount,
+// the homes of art run) in this process's mount namespace.
+func ArtMounts() []string {
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("fuse." + fsName))
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(mounts))
+	for _, m := range mounts {
+		out = append(out, m.Mountpoint)
+	}
+	return out
+}
+
 // mountedAdvice says what is mounted at mount point abs and what to do.
 // fusermount3 -u is advised for a FUSE mount only: "unmount it first:
 // fusermount3 -u /" was the advice for / and /proc.

@@ -220,8 +220,8 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 		RootStableAttr:  &fs.StableAttr{Ino: overlay.RootIno, Mode: syscall.S_IFDIR},
 		MountOptions: gofuse.MountOptions{
 			AllowOther:    o.AllowOther,
-			FsName:        "art",
-			Name:          "art",
+			FsName:        fsName,
+			Name:          fsName,
 			MaxWrite:      1 << 20,
 			MaxReadAhead:  1 << 20,
 			Debug:         o.Debug,
