@@ -366,7 +366,7 @@ fi
 	fi
 	echo
 	echo "art first push:  $(sed -n 's/^art first push: //p' "$log" | head -n 1)"
-	echo "art second push: $(sed -n 's/^art second push: //p' "$log" | head -n 1)"
+	echo "art second push: $(sed -n 's/^art second push, round 1: //p' "$log" | head -n 1)"
 	echo "git index: $gfiles files; changed file: ${f#"$src"/}"
 	sed -n 's/^200 MiB file: /200 MiB file: /p' "$log"
 	echo "load average at end: $(load) on $(nproc) cores"
