@@ -183,7 +183,7 @@ const busyRetry = 250 * time.Millisecond
 func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal, done <-chan struct{}) {
 	err := srv.TryUnmount()
 	if err == nil {
-		awaitUnmounted(g, srv, done)
+		awaitUnmounted(g, srv, mp, signals, done)
 		return
 	}
 	if !errors.Is(err, syscall.EBUSY) {
@@ -209,7 +209,7 @@ func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal,
 			return
 		case <-tick.C:
 			if srv.TryUnmount() == nil {
-				awaitUnmounted(g, srv, done)
+				awaitUnmounted(g, srv, mp, signals, done)
 				return
 			}
 		case <-signals:
@@ -235,8 +235,45 @@ func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal,
 // seen, or, where that takes root, left to end with this process, and
 // the session is recorded at once. That is what sessions run side by side
 // do, so art says nothing of it; only a connection held by something art
-// cannot name is reported (cut off after fuse.HeldWait).
-func awaitUnmounted(g *globals, srv *fuse.Server, done <-chan struct{}) {
+// cannot name is reported (cut off after fuse.HeldWait). A copy that a
+// process does use (one in a namespace of its own: unshare -m, a
+// container) is a user of the mount as any on the host: art names it
+// and waits, as for a busy mount, until it lets go or Ctrl-C again cuts
+// it off. Cut off at once, what it then wrote, and its mapped pages not
+// yet written back, were lost while the session was recorded in silence.
+func awaitUnmounted(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal, done <-chan struct{}) {
+	told := false
+	tick := time.NewTicker(busyRetry)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		users := srv.Users(5)
+		if len(users) == 0 {
+			break
+		}
+		if !told {
+			fmt.Fprintf(g.stderr, "art: %s is unmounted here but still in use in another mount namespace (%s); the session is recorded once it is let go, or press Ctrl-C again to cut it off\n", mp, repo.EscapeControls(strings.Join(users, ", ")))
+			told = true
+		}
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		case <-signals:
+			if os.Geteuid() != 0 {
+				fmt.Fprintf(g.stderr, "art: cutting %s off needs root; the session is recorded once it is let go\n", mp)
+				continue
+			}
+			fmt.Fprintf(g.stderr, "art: cutting %s off; what is written there from now on is not recorded\n", mp)
+			srv.Abort()
+			<-done
+			return
+		}
+	}
 	aborted, holders := srv.AbortWhenHeld(done, fuse.HeldWait)
 	switch {
 	case len(holders) > 0:

@@ -1233,6 +1233,92 @@ func TestMountEndsWhileACopyIsHeld(t *testing.T) {
 	}
 }
 
+// TestMountWaitsForAUserInAnotherNamespace: a copy of the mount in another
+// mount namespace is not always an idle sandbox's: a process the user
+// started in a namespace of its own (unshare -m, a container) works in the
+// mount there. Ctrl-C of art mount cut its connection at once and
+// recorded the session in silence: what it wrote from then on failed
+// (ENOTCONN), and a file it had mapped was recorded as zeros. Now art
+// names it and waits until it lets go, as for a busy mount.
+func TestMountWaitsForAUserInAnotherNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: only root can abort a FUSE connection (and make a mount namespace)")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("skipping: unshare (util-linux) is missing")
+	}
+	python, _ := exec.LookPath("python3")
+	// Each script gets the workspace in the mount as $1, says "ready"
+	// once it uses the mount, waits for a line, then writes "late".
+	for _, tc := range []struct {
+		name, script string
+		python       bool
+	}{
+		{"open file", `exec 3>>"$1/f"; echo ready; read x; echo late >&3`, false},
+		{"working directory", `cd "$1"; echo ready; read x; echo late > f`, false},
+		{"mapped file", `exec python3 -c '
+import mmap, os, sys
+fd = os.open(sys.argv[1] + "/f", os.O_RDWR | os.O_CREAT, 0o644)
+os.ftruncate(fd, 5)
+m = mmap.mmap(fd, 5)
+os.close(fd)
+print("ready", flush=True)
+sys.stdin.readline()
+m[:] = b"late\n"
+' "$1"`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.python && python == "" {
+				t.Skip("skipping: python3 is missing")
+			}
+			c := newCLIRepo(t)
+			mnt := filepath.Join(c.tmp, "mnt")
+			os.Mkdir(mnt, 0o755)
+			p := c.startMount("main", mnt)
+			user := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", tc.script, "sh", filepath.Join(mnt, wsName))
+			in, err := user.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := user.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := user.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { user.Process.Kill(); user.Wait() })
+			if _, err := io.ReadFull(out, make([]byte, 6)); err != nil {
+				t.Fatalf("the user in its own namespace: %v", err)
+			}
+			p.cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-p.done:
+				t.Errorf("art mount ended while a process still used the mount in another namespace:\n%s", p.stderr)
+			case <-time.After(2 * time.Second):
+			}
+			if s := p.stderr.String(); !strings.Contains(s, fmt.Sprintf("still in use in another mount namespace (pid %d ", user.Process.Pid)) {
+				t.Errorf("art mount did not name the user:\n%s", s)
+			}
+			in.Write([]byte("go\n"))
+			in.Close()
+			if err := user.Wait(); err != nil {
+				t.Errorf("the user: %v", err)
+			}
+			p.wait(t)
+			if p.err != nil {
+				t.Fatalf("art mount: %v\n%s", p.err, p.stderr)
+			}
+			pulled := filepath.Join(c.tmp, "pulled", wsName)
+			artOK(t, c.tmp, "pull", "-d", c.db, "-m", pulled, "--commit", "main", "-q")
+			if b, err := os.ReadFile(filepath.Join(pulled, "f")); err != nil || string(b) != "late\n" {
+				t.Errorf("f in the commit: %q, %v", b, err)
+			}
+		})
+	}
+}
+
 // TestMountWarnsWhenGitCheckFails: the check for what git would run is a
 // warning; a commit it cannot read (a tree gone: art fsck names it) is
 // still served, with a warning saying the check was not made.

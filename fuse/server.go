@@ -467,6 +467,131 @@ func namespaceHolders(dev string, max int) []string {
 	return out
 }
 
+// Users lists processes, in mount namespaces other than art's own, that
+// use a copy of the mount ("pid 123 (vim)"), at most max of them: their
+// working directory or root lies in it, or a file of theirs, open or
+// mapped, is on it. After art's unmount a copy in another namespace is
+// not always a sandbox's, which nothing uses (every art run hides other
+// live mounts): a process the user started in a namespace of its own
+// (unshare -m, a container, a flatpak) works there as in the mount
+// itself, and cutting the connection loses what it writes, mapped pages
+// still to be written back included. Files are not touched (no stat of
+// a file that may be on another, hung, FUSE mount): fdinfo's mnt_id and
+// maps' device are matched against the namespace's mountinfo.
+func (s *Server) Users(max int) []string {
+	if s.dev == 0 {
+		return nil
+	}
+	return mountUsers(s.dev, max)
+}
+
+// mountUsers is Users for the device dev.
+func mountUsers(dev uint64, max int) []string {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev))
+	wantMaps := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
+	own, _ := os.Readlink("/proc/self/ns/mnt")
+	type nsMounts struct {
+		ids    map[string]bool // mount IDs of the device
+		points []string        // their mount points
+	}
+	byNS := map[string]*nsMounts{}
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		base := "/proc/" + e.Name()
+		ns, err := os.Readlink(base + "/ns/mnt")
+		if err != nil || ns == own {
+			continue
+		}
+		m := byNS[ns]
+		if m == nil {
+			m = &nsMounts{ids: map[string]bool{}}
+			info, _ := os.ReadFile(base + "/mountinfo")
+			for _, line := range strings.Split(string(info), "\n") {
+				if f := strings.Fields(line); len(f) > 4 && f[2] == want {
+					m.ids[f[0]] = true
+					m.points = append(m.points, unescapeMountinfo(f[4]))
+				}
+			}
+			byNS[ns] = m
+		}
+		if len(m.ids) == 0 {
+			continue
+		}
+		if processUses(base, m.ids, m.points, wantMaps) {
+			comm, _ := os.ReadFile(base + "/comm")
+			out = append(out, fmt.Sprintf("pid %d (%s)", pid, strings.TrimSpace(string(comm))))
+			if len(out) == max {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// processUses reports whether the process at base (/proc/PID) has its
+// working directory or root under one of points, a descriptor on one of
+// the mounts ids, or a mapping of the device (maps' "major:minor", hex).
+func processUses(base string, ids map[string]bool, points []string, dev string) bool {
+	for _, l := range []string{"cwd", "root"} {
+		t, err := os.Readlink(base + "/" + l)
+		if err != nil {
+			continue
+		}
+		for _, p := range points {
+			if t == p || strings.HasPrefix(t, strings.TrimSuffix(p, "/")+"/") {
+				return true
+			}
+		}
+	}
+	fds, _ := os.ReadDir(base + "/fdinfo")
+	for _, fd := range fds {
+		info, err := os.ReadFile(base + "/fdinfo/" + fd.Name())
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "mnt_id:"); ok && ids[strings.TrimSpace(v)] {
+				return true
+			}
+		}
+	}
+	maps, _ := os.ReadFile(base + "/maps")
+	for _, line := range strings.Split(string(maps), "\n") {
+		// address perms offset dev inode path
+		if f := strings.Fields(line); len(f) > 4 && f[3] == dev && f[4] != "0" {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 // Holders lists the processes whose working directory, root or open files
 // lie in the mount at dir ("pid 123 (vim)"), at most max of them.
 func Holders(dir string, max int) []string {
