@@ -428,15 +428,30 @@ func (s *Server) NamespaceHolders(max int) []string {
 
 // namespaceHolders is NamespaceHolders for the device "major:minor".
 func namespaceHolders(dev string, max int) []string {
+	seen := map[string]bool{}
+	var out []string
+	eachForeignProcess(func(pid int, base, ns string) bool {
+		if seen[ns] {
+			return true
+		}
+		seen[ns] = true
+		if ids, _ := deviceMounts(base, dev); len(ids) > 0 {
+			out = append(out, processName(pid, base))
+		}
+		return len(out) < max
+	})
+	return out
+}
+
+// eachForeignProcess calls fn with the pid, /proc directory and mount
+// namespace of each live process (but this one) whose mount namespace is
+// not art's own, until fn returns false.
+func eachForeignProcess(fn func(pid int, base, ns string) bool) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return
 	}
-	seen := map[string]bool{}
-	if own, err := os.Readlink("/proc/self/ns/mnt"); err == nil {
-		seen[own] = true // art's own: the mount is gone from it
-	}
-	var out []string
+	own, _ := os.Readlink("/proc/self/ns/mnt")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() {
@@ -444,27 +459,37 @@ func namespaceHolders(dev string, max int) []string {
 		}
 		base := "/proc/" + e.Name()
 		ns, err := os.Readlink(base + "/ns/mnt")
-		if err != nil || seen[ns] {
+		if err != nil || ns == own {
 			continue
 		}
-		info, err := os.ReadFile(base + "/mountinfo")
-		if err != nil {
-			continue
-		}
-		seen[ns] = true
-		for _, line := range strings.Split(string(info), "\n") {
-			// mount ID, parent ID, major:minor, ...
-			if f := strings.Fields(line); len(f) > 2 && f[2] == dev {
-				comm, _ := os.ReadFile(base + "/comm")
-				out = append(out, fmt.Sprintf("pid %d (%s)", pid, strings.TrimSpace(string(comm))))
-				break
-			}
-		}
-		if len(out) == max {
-			break
+		if !fn(pid, base, ns) {
+			return
 		}
 	}
-	return out
+}
+
+// deviceMounts reads, from the mountinfo of the process at base, the
+// mount IDs and mount points of device dev ("major:minor").
+func deviceMounts(base, dev string) (ids map[string]bool, points []string) {
+	info, err := os.ReadFile(base + "/mountinfo")
+	if err != nil {
+		return nil, nil
+	}
+	ids = map[string]bool{}
+	for _, line := range strings.Split(string(info), "\n") {
+		// mount ID, parent ID, major:minor, root, mount point, ...
+		if f := strings.Fields(line); len(f) > 4 && f[2] == dev {
+			ids[f[0]] = true
+			points = append(points, unescapeMountinfo(f[4]))
+		}
+	}
+	return ids, points
+}
+
+// processName names a process for a message: "pid 123 (vim)".
+func processName(pid int, base string) string {
+	comm, _ := os.ReadFile(base + "/comm")
+	return fmt.Sprintf("pid %d (%s)", pid, strings.TrimSpace(string(comm)))
 }
 
 // Users lists processes, in mount namespaces other than art's own, that
@@ -487,52 +512,26 @@ func (s *Server) Users(max int) []string {
 
 // mountUsers is Users for the device dev.
 func mountUsers(dev uint64, max int) []string {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	want := fmt.Sprintf("%d:%d", unix.Major(dev), unix.Minor(dev))
 	wantMaps := fmt.Sprintf("%02x:%02x", unix.Major(dev), unix.Minor(dev))
-	own, _ := os.Readlink("/proc/self/ns/mnt")
 	type nsMounts struct {
 		ids    map[string]bool // mount IDs of the device
 		points []string        // their mount points
 	}
 	byNS := map[string]*nsMounts{}
 	var out []string
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		base := "/proc/" + e.Name()
-		ns, err := os.Readlink(base + "/ns/mnt")
-		if err != nil || ns == own {
-			continue
-		}
+	eachForeignProcess(func(pid int, base, ns string) bool {
 		m := byNS[ns]
 		if m == nil {
-			m = &nsMounts{ids: map[string]bool{}}
-			info, _ := os.ReadFile(base + "/mountinfo")
-			for _, line := range strings.Split(string(info), "\n") {
-				if f := strings.Fields(line); len(f) > 4 && f[2] == want {
-					m.ids[f[0]] = true
-					m.points = append(m.points, unescapeMountinfo(f[4]))
-				}
-			}
+			m = &nsMounts{}
+			m.ids, m.points = deviceMounts(base, want)
 			byNS[ns] = m
 		}
-		if len(m.ids) == 0 {
-			continue
+		if len(m.ids) > 0 && processUses(base, m.ids, m.points, wantMaps) {
+			out = append(out, processName(pid, base))
 		}
-		if processUses(base, m.ids, m.points, wantMaps) {
-			comm, _ := os.ReadFile(base + "/comm")
-			out = append(out, fmt.Sprintf("pid %d (%s)", pid, strings.TrimSpace(string(comm))))
-			if len(out) == max {
-				break
-			}
-		}
-	}
+		return len(out) < max
+	})
 	return out
 }
 
