@@ -284,16 +284,7 @@ func TestBackgroundRunKeepsTerminalInput(t *testing.T) {
 	requireBwrap(t)
 	tt := newTestTerm(t)
 	cfg := baseConfig(t, "sh", "-c", `echo ready; sleep 1; read x; echo "agent read [$x]"`)
-	helper, resFile := helperCmd(t, cfg)
-	// A job-control shell on the terminal runs art as a background job.
-	cmd := exec.Command("/bin/sh", "-c", `set -m; "$@" & wait $!`, "sh", helper.Path)
-	cmd.Args = append(cmd.Args, helper.Args[1:]...)
-	cmd.Env = helper.Env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tt.s, tt.s, tt.s
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, resFile := startInJobShell(t, tt, cfg)
 	tt.waitFor(t, "ready")
 	if _, err := tt.m.Write([]byte("typed-at-the-shell\n")); err != nil {
 		t.Fatal(err)
@@ -556,18 +547,12 @@ func TestInteractivePipedStdinEnds(t *testing.T) {
 	}
 }
 
-// TestStopDoesNotLeaveTheAgentRunning sends art (the helper) SIGTSTP, as
-// Ctrl-Z on the terminal of a non-interactive run does. Art alone was
-// stopped: the sandbox, in a session of its own, ran on, reading what the
-// user typed at the shell, past --timeout. Art now keeps running and says
-// why.
-func TestStopDoesNotLeaveTheAgentRunning(t *testing.T) {
-	requireBwrap(t)
-	tt := newTestTerm(t)
-	helper, resFile := helperCmd(t, baseConfig(t, "sh", "-c", "echo READY; sleep 1; echo DONE"))
-	// A job-control shell on the terminal runs art as a job of its own
-	// (a process group whose stop the kernel carries out: not orphaned),
-	// and prints its pid.
+// startInJobShell starts art (the helper) with cfg as a background job of
+// a job-control shell whose terminal is tt, as "art run ... &" typed at a
+// shell; the shell prints the job's pid ("PID=123") and waits for it.
+func startInJobShell(t *testing.T, tt *testTerm, cfg Config) (*exec.Cmd, string) {
+	t.Helper()
+	helper, resFile := helperCmd(t, cfg)
 	cmd := exec.Command("/bin/sh", "-c", `set -m; "$@" & echo "PID=$!"; wait $!`, "sh", helper.Path)
 	cmd.Args = append(cmd.Args, helper.Args[1:]...)
 	cmd.Env = helper.Env
@@ -576,6 +561,20 @@ func TestStopDoesNotLeaveTheAgentRunning(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	return cmd, resFile
+}
+
+// TestStopDoesNotLeaveTheAgentRunning sends art (the helper) SIGTSTP, as
+// Ctrl-Z on the terminal of a non-interactive run does. Art alone was
+// stopped: the sandbox, in a session of its own, ran on, reading what the
+// user typed at the shell, past --timeout. Art now keeps running and says
+// why.
+func TestStopDoesNotLeaveTheAgentRunning(t *testing.T) {
+	requireBwrap(t)
+	tt := newTestTerm(t)
+	// Art as a job of its own: a process group whose stop the kernel
+	// carries out (not orphaned).
+	cmd, resFile := startInJobShell(t, tt, baseConfig(t, "sh", "-c", "echo READY; sleep 1; echo DONE"))
 	tt.waitFor(t, "READY")
 	var pid int
 	if _, err := fmt.Sscanf(tt.output()[strings.Index(tt.output(), "PID="):], "PID=%d", &pid); err != nil {
