@@ -213,17 +213,27 @@ func endMount(g *globals, srv *fuse.Server, mp string, signals <-chan os.Signal,
 				return
 			}
 		case <-signals:
-			if os.Geteuid() != 0 {
-				// Only root can end a FUSE connection from outside.
-				fmt.Fprintf(g.stderr, "art: cutting %s off needs root; the session is recorded once it is let go\n", mp)
-				continue
+			if cutOff(g, mp, func() { fuse.Abort(mp) }, done) {
+				return
 			}
-			fmt.Fprintf(g.stderr, "art: cutting %s off; what is written there from now on is not recorded\n", mp)
-			fuse.Abort(mp)
-			<-done
-			return
 		}
 	}
+}
+
+// cutOff answers a further Ctrl-C while users hold the mount at mp: as
+// root it ends the connection with abort and waits for the serving to end
+// (done), reporting true; without root, which cannot, it says so and
+// reports false.
+func cutOff(g *globals, mp string, abort func(), done <-chan struct{}) bool {
+	if os.Geteuid() != 0 {
+		// Only root can end a FUSE connection from outside.
+		fmt.Fprintf(g.stderr, "art: cutting %s off needs root; the session is recorded once it is let go\n", mp)
+		return false
+	}
+	fmt.Fprintf(g.stderr, "art: cutting %s off; what is written there from now on is not recorded\n", mp)
+	abort()
+	<-done
+	return true
 }
 
 // awaitUnmounted waits, once the mount is gone from art's namespace, for
@@ -264,14 +274,9 @@ func awaitUnmounted(g *globals, srv *fuse.Server, mp string, signals <-chan os.S
 			return
 		case <-tick.C:
 		case <-signals:
-			if os.Geteuid() != 0 {
-				fmt.Fprintf(g.stderr, "art: cutting %s off needs root; the session is recorded once it is let go\n", mp)
-				continue
+			if cutOff(g, mp, srv.Abort, done) {
+				return
 			}
-			fmt.Fprintf(g.stderr, "art: cutting %s off; what is written there from now on is not recorded\n", mp)
-			srv.Abort()
-			<-done
-			return
 		}
 	}
 	aborted, holders := srv.AbortWhenHeld(done, fuse.HeldWait)

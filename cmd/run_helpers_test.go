@@ -491,3 +491,19 @@ func checkLacks(t *testing.T, what, s string, unwanted ...string) {
 		}
 	}
 }
+
+// endWithin waits at most d for art started with start to end; past it,
+// art is killed and the test fails with msg.
+func endWithin(t *testing.T, c *exec.Cmd, wait func() artResult, d time.Duration, msg string) artResult {
+	t.Helper()
+	exited := make(chan artResult, 1)
+	go func() { exited <- wait() }()
+	select {
+	case res := <-exited:
+		return res
+	case <-time.After(d):
+		c.Process.Kill()
+		t.Fatal(msg)
+		return artResult{}
+	}
+}

@@ -771,16 +771,7 @@ func TestRunHomeHeldOutside(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(mnt, "WS", "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan artResult, 1)
-	go func() { exited <- wait() }()
-	var res artResult
-	select {
-	case res = <-exited:
-	case <-time.After(60 * time.Second):
-		held.Close()
-		c.Process.Kill()
-		t.Fatal("art waited for the process holding the home")
-	}
+	res := endWithin(t, c, wait, 60*time.Second, "art waited for the process holding the home")
 	if res.code != 0 {
 		t.Errorf("art exited %d\n%s", res.code, res)
 	}
@@ -815,15 +806,7 @@ func TestRunEndsWhileACopyIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	exited := make(chan artResult, 1)
-	go func() { exited <- wait() }()
-	var res artResult
-	select {
-	case res = <-exited:
-	case <-time.After(60 * time.Second):
-		c.Process.Kill()
-		t.Fatal("art run did not end")
-	}
+	res := endWithin(t, c, wait, 60*time.Second, "art run did not end")
 	// The session itself ends at once once go exists (0.05 s polls).
 	if d := time.Since(begin); d >= fuse.HeldWait {
 		t.Errorf("the session took %v to end and be recorded, waiting for the copy of its home", d)
