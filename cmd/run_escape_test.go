@@ -485,3 +485,31 @@ func TestRunHidesOtherArtMounts(t *testing.T) {
 		t.Errorf("the art mount after the run: %q %v", b, err)
 	}
 }
+
+// TestRunBesideDeadArtMount: an art mount whose server died stays
+// mounted, dead, until its repository's next command; once the kernel has
+// forgotten its root's attributes, every access to it fails (ENOTCONN or
+// ECONNABORTED), and a run of any other repository that tried to hide it
+// failed on it. Runs skip it (nothing of it can be read).
+func TestRunBesideDeadArtMount(t *testing.T) {
+	r := newRepo(t, map[string]string{"a.txt": "a\n"})
+	mnt := filepath.Join(r.base, "dead")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	mount := exec.Command(os.Args[0], mnt)
+	mount.Args[0] = "art-test-deadfuse"
+	if out, err := mount.CombinedOutput(); err != nil {
+		t.Fatalf("art-test-deadfuse: %v\n%s", err, out)
+	}
+	if _, err := os.Lstat(mnt); !errors.Is(err, syscall.ENOTCONN) && !errors.Is(err, syscall.ECONNABORTED) {
+		t.Fatalf("the mount is not dead: lstat %s: %v", mnt, err)
+	}
+	for _, mode := range [][]string{nil, {"--direct"}} {
+		args := append(append([]string{}, mode...), "--", "sh", "-c", "cat a.txt")
+		if res := r.run(args...); res.code != 0 || res.stdout != "a\n" {
+			t.Errorf("%v: a run beside a dead art mount:\n%s", mode, res)
+		}
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/rogpeppe/go-internal/testscript"
 	_ "modernc.org/sqlite"
 )
@@ -25,6 +27,7 @@ func TestMain(m *testing.M) {
 		"art-test-setschema": func() { os.Exit(setSchemaMain(os.Args[1:])) },
 		"art-test-sql":       func() { os.Exit(sqlMain(os.Args[1:])) },
 		"art-test-mksock":    func() { os.Exit(mkSockMain(os.Args[1:])) },
+		"art-test-deadfuse":  func() { os.Exit(deadFUSEMain(os.Args[1:])) },
 	})
 }
 
@@ -156,6 +159,24 @@ func mkSockMain(args []string) int {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "art-test-mksock:", err)
+		return 1
+	}
+	return 0
+}
+
+// art-test-deadfuse DIR mounts an empty filesystem of type fuse.art at DIR
+// and exits without unmounting it: the kernel aborts the connection, and
+// the mount stays, dead, as one whose art was killed. Nothing of it is in
+// the kernel's caches (no timeouts), so every access to it fails, even a
+// stat of its root.
+func deadFUSEMain(args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(os.Stderr, "usage: art-test-deadfuse DIR")
+		return 2
+	}
+	_, err := fs.Mount(args[0], &fs.Inode{}, &fs.Options{MountOptions: fuse.MountOptions{Name: "art", FsName: "art-test-dead"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "art-test-deadfuse:", err)
 		return 1
 	}
 	return 0
