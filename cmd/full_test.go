@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -153,5 +154,86 @@ func TestStatusOfACopy(t *testing.T) {
 	}
 	if code, out := artCombined(t, "push", "-d", db, "-m", twin, "-q"); code == 0 {
 		t.Errorf("push of the copy went through:\n%s", out)
+	}
+}
+
+// A push that finds nothing to record still writes the stat cache and the
+// sync state; when the repository's filesystem is full by then, it fails
+// as a recording push does, says so, and leaves the repository as it was.
+func TestUnchangedPushFilesystemFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to mount a small tmpfs")
+	}
+	base := t.TempDir()
+	small := filepath.Join(base, "small")
+	ws := filepath.Join(base, "ws")
+	os.Mkdir(ws, 0o755)
+	mountTmpfs(t, small, "size=4m")
+	db := filepath.Join(small, "art.db")
+	run := func(args ...string) (int, string) { return artCombined(t, args...) }
+	must := func(args ...string) string {
+		t.Helper()
+		code, out := run(args...)
+		if code != 0 {
+			t.Fatalf("art %q: exit %d\n%s", args, code, out)
+		}
+		return out
+	}
+	for i := range 2000 {
+		os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%04d", i)), []byte("same\n"), 0o644)
+	}
+	must("init", "-d", db)
+	must("push", "-d", db, "-m", ws, "-q")
+	before := must("log", "-d", db, "--all", "--oneline")
+	// New inodes, the same content and times: nothing to record, every
+	// stat-cache row to rewrite.
+	for i := range 2000 {
+		p := filepath.Join(ws, fmt.Sprintf("f%04d", i))
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(p+".new", []byte("same\n"), 0o644)
+		os.Chtimes(p+".new", st.ModTime(), st.ModTime())
+		if err := os.Rename(p+".new", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fillFilesystem(t, filepath.Join(small, "filler"))
+	code, out := run("push", "-d", db, "-m", ws, "-q")
+	if code != 1 || !strings.Contains(out, "nothing was recorded") || !strings.Contains(out, "the filesystem holding the repository is full") {
+		t.Errorf("unchanged push into a full filesystem: exit %d\n%s", code, out)
+	}
+	os.Remove(filepath.Join(small, "filler"))
+	if out := must("log", "-d", db, "--all", "--oneline"); out != before {
+		t.Errorf("the log changed:\n%s\nwas:\n%s", out, before)
+	}
+	must("fsck", "-d", db)
+	// With room again, the push records nothing and succeeds.
+	must("push", "-d", db, "-m", ws, "-q")
+	if out := must("log", "-d", db, "--all", "--oneline"); out != before {
+		t.Errorf("an unchanged push recorded a commit:\n%s\nwas:\n%s", out, before)
+	}
+}
+
+// fillFilesystem writes path until its filesystem has no room left.
+func fillFilesystem(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			// The last partial page: tmpfs may take a few bytes more.
+			for _, err = f.Write(buf[:1]); err == nil; _, err = f.Write(buf[:1]) {
+			}
+			return
+		}
 	}
 }
