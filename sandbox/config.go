@@ -456,7 +456,11 @@ func makePlan(cfg Config, limits string) (*plan, error) {
 	a = append(a, "--ro-bind", "/", "/")
 	// Host unix sockets first (sockets.go): later mounts of the home,
 	// binds and hidden paths go over them where they overlap.
-	for _, s := range hostSocketMasks(id) {
+	sockets, err := hostSocketMasks(procNetUnix, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sockets {
 		a = append(a, "--ro-bind", "/dev/null", s)
 	}
 	a = append(a,

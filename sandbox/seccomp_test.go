@@ -261,3 +261,34 @@ print("fd" if r >= 0 else "errno %d" % ctypes.get_errno())`
 		t.Errorf("io_uring_setup inside the sandbox: %q %q", o.Stdout, o.Stderr)
 	}
 }
+
+// TestSeccompFileWithoutDescriptors: with no descriptor left for the
+// program's memfd, the error says what failed (art then exits 125).
+func TestSeccompFileWithoutDescriptors(t *testing.T) {
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// The lowest free descriptor becomes the limit: the next one made fails.
+	lowest, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(lowest)
+	lim := old
+	lim.Cur = uint64(lowest)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	f, err := seccompFile([]byte{1, 2, 3, 4, 5, 6, 7, 8})
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if err == nil {
+		f.Close()
+		t.Fatal("seccompFile made its memfd beyond the descriptor limit")
+	}
+	if want := "seccomp program: memfd_create: too many open files"; err.Error() != want {
+		t.Errorf("error %q, want %q", err, want)
+	}
+}

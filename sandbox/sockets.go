@@ -2,6 +2,9 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -159,14 +162,18 @@ func underMasked(p string) bool {
 	return false
 }
 
-// hostSocketMasks lists the host sockets to cover for id; an unreadable
-// listing covers none (as on a kernel without /proc/net/unix).
-func hostSocketMasks(id identity) []string {
-	f, err := os.Open(procNetUnix)
-	if err != nil {
-		return nil
+// hostSocketMasks lists the host sockets to cover for id, from listing
+// (procNetUnix). No listing (a kernel without unix sockets in procfs)
+// covers none; a listing that cannot be read is an error, as the sandbox
+// would not be what art promises.
+func hostSocketMasks(listing string, id identity) ([]string, error) {
+	b, err := os.ReadFile(listing)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
 	}
-	defer f.Close()
-	paths, joined := boundSocketPaths(f)
-	return socketsToMask(append(paths, joined...), id)
+	if err != nil {
+		return nil, fmt.Errorf("list the host's unix sockets, to cover them in the sandbox: %w", err)
+	}
+	paths, joined := boundSocketPaths(bytes.NewReader(b))
+	return socketsToMask(append(paths, joined...), id), nil
 }

@@ -216,3 +216,41 @@ print("CONNECTED")`
 		t.Errorf("control failed: the socket bound in on purpose is unreachable: %+v %q %q", o.Result, o.Stdout, o.Stderr)
 	}
 }
+
+// TestHostSocketMasksListing: the listing read from a file; none is none
+// to cover, one that cannot be read refuses the sandbox rather than
+// leaving every host socket reachable.
+func TestHostSocketMasksListing(t *testing.T) {
+	dir, err := os.MkdirTemp("/var/tmp", "art-sockets-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir, _ = filepath.EvalSymlinks(dir)
+	sock := filepath.Join(dir, "daemon.sock")
+	listenUnix(t, sock)
+	listing := filepath.Join(dir, "unix")
+	os.WriteFile(listing, []byte("Num       RefCount Protocol Flags    Type St Inode Path\n"+
+		"0000000000000000: 00000002 00000000 00010000 0001 01 23456 "+sock+"\n"), 0o644)
+	me := identity{uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
+	tests := []struct {
+		name, listing string
+		want          []string
+		err           string
+	}{
+		{"a listing", listing, []string{sock}, ""},
+		{"no listing", filepath.Join(dir, "missing"), nil, ""},
+		{"unreadable", dir, nil, "list the host's unix sockets, to cover them in the sandbox: read " + dir + ": is a directory"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := hostSocketMasks(tc.listing, me)
+			if msg := fmt.Sprint(err); (tc.err == "" && err != nil) || (tc.err != "" && msg != tc.err) {
+				t.Errorf("error %v, want %q", err, tc.err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
