@@ -17,19 +17,8 @@ import (
 // nothing: SQLite's "database or disk is full (13)" alone left the user
 // reaching for art gc, which needs room itself.
 func TestRepositoryFilesystemFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root to mount a small tmpfs")
-	}
-	base := t.TempDir()
-	small := filepath.Join(base, "small")
-	ws := filepath.Join(base, "ws")
-	os.Mkdir(ws, 0o755)
-	mountTmpfs(t, small, "size=2m")
-	db := filepath.Join(small, "art.db")
+	ws, _, db := repoOnSmallTmpfs(t, "size=2m")
 	run := func(args ...string) (int, string) { return artCombined(t, args...) }
-	if code, out := run("init", "-d", db); code != 0 {
-		t.Fatalf("init: %s", out)
-	}
 	big := make([]byte, 4<<20) // incompressible: more than the filesystem holds
 	rand.Read(big)
 	os.WriteFile(filepath.Join(ws, "big"), big, 0o644)
@@ -59,14 +48,7 @@ func TestStatusAfterUnfinishedPull(t *testing.T) {
 	os.MkdirAll(ws, 0o755)
 	db := filepath.Join(base, "repo", "art.db")
 	run := func(args ...string) (int, string) { return artCombined(t, args...) }
-	must := func(args ...string) string {
-		t.Helper()
-		code, out := run(args...)
-		if code != 0 {
-			t.Fatalf("art %q: exit %d\n%s", args, code, out)
-		}
-		return out
-	}
+	must := func(args ...string) string { return mustArtCombined(t, args...) }
 	os.WriteFile(filepath.Join(ws, "a.txt"), []byte("a\n"), 0o644)
 	must("init", "-d", db)
 	must("push", "-d", db, "-m", ws, "-q")
@@ -109,6 +91,33 @@ func artCombined(t *testing.T, args ...string) (int, string) {
 		t.Fatal(err)
 	}
 	return 0, out.String()
+}
+
+// mustArtCombined is artCombined of a command that must succeed.
+func mustArtCombined(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out := artCombined(t, args...)
+	if code != 0 {
+		t.Fatalf("art %q: exit %d\n%s", args, code, out)
+	}
+	return out
+}
+
+// repoOnSmallTmpfs makes an empty workspace ws and a repository db, made
+// by art init, on a tmpfs mounted with opts at small (root only).
+func repoOnSmallTmpfs(t *testing.T, opts string) (ws, small, db string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to mount a small tmpfs")
+	}
+	base := t.TempDir()
+	small = filepath.Join(base, "small")
+	ws = filepath.Join(base, "ws")
+	os.Mkdir(ws, 0o755)
+	mountTmpfs(t, small, opts)
+	db = filepath.Join(small, "art.db")
+	mustArtCombined(t, "init", "-d", db)
+	return ws, small, db
 }
 
 // mountTmpfs makes dir and mounts a tmpfs there with opts (sizes, inodes)
@@ -161,28 +170,12 @@ func TestStatusOfACopy(t *testing.T) {
 // sync state; when the repository's filesystem is full by then, it fails
 // as a recording push does, says so, and leaves the repository as it was.
 func TestUnchangedPushFilesystemFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: needs root to mount a small tmpfs")
-	}
-	base := t.TempDir()
-	small := filepath.Join(base, "small")
-	ws := filepath.Join(base, "ws")
-	os.Mkdir(ws, 0o755)
-	mountTmpfs(t, small, "size=4m")
-	db := filepath.Join(small, "art.db")
+	ws, small, db := repoOnSmallTmpfs(t, "size=4m")
 	run := func(args ...string) (int, string) { return artCombined(t, args...) }
-	must := func(args ...string) string {
-		t.Helper()
-		code, out := run(args...)
-		if code != 0 {
-			t.Fatalf("art %q: exit %d\n%s", args, code, out)
-		}
-		return out
-	}
+	must := func(args ...string) string { return mustArtCombined(t, args...) }
 	for i := range 2000 {
 		os.WriteFile(filepath.Join(ws, fmt.Sprintf("f%04d", i)), []byte("same\n"), 0o644)
 	}
-	must("init", "-d", db)
 	must("push", "-d", db, "-m", ws, "-q")
 	before := must("log", "-d", db, "--all", "--oneline")
 	// New inodes, the same content and times: nothing to record, every

@@ -71,13 +71,21 @@ func listenUnix(t *testing.T, p string) net.Listener {
 	return ln
 }
 
-func TestSocketsToMask(t *testing.T) {
+// socketDir makes a directory for sockets outside what the sandbox
+// replaces (/tmp), removed when the test ends.
+func socketDir(t *testing.T) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("/var/tmp", "art-sockets-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	dir, _ = filepath.EvalSymlinks(dir)
+	return dir
+}
+
+func TestSocketsToMask(t *testing.T) {
+	dir := socketDir(t)
 	sock := filepath.Join(dir, "daemon.sock")
 	listenUnix(t, sock)
 	plain := filepath.Join(dir, "plain")
@@ -221,12 +229,7 @@ print("CONNECTED")`
 // to cover, one that cannot be read refuses the sandbox rather than
 // leaving every host socket reachable.
 func TestHostSocketMasksListing(t *testing.T) {
-	dir, err := os.MkdirTemp("/var/tmp", "art-sockets-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	dir, _ = filepath.EvalSymlinks(dir)
+	dir := socketDir(t)
 	sock := filepath.Join(dir, "daemon.sock")
 	listenUnix(t, sock)
 	listing := filepath.Join(dir, "unix")
