@@ -76,6 +76,12 @@ commit (--allow-empty records one).`,
 			if where == "" {
 				where = "detached HEAD"
 			}
+			// 'art pull' alone pulls HEAD: after a push onto another
+			// branch it replaced the host's changes with HEAD's commit.
+			pull := "art pull -m " + abs
+			if h, err := r.Head(); res.Branch != "" && (err != nil || h.Branch != res.Branch) {
+				pull += " --commit " + res.Branch
+			}
 			if res.Unchanged {
 				if res.MergedSince.IsZero() {
 					fmt.Fprintf(g.stdout, "nothing to push: %s holds what %s (%s) has; no commit recorded (--allow-empty records one)\n", abs, where, res.Commit.Short())
@@ -84,16 +90,16 @@ commit (--allow-empty records one).`,
 				// The host lacks the branch's changes: it does not hold
 				// what the branch has, the branch holds all it has.
 				fmt.Fprintf(g.stdout, "nothing to push: %s (%s) holds all of %s; no commit recorded (--allow-empty records one)\n", where, res.Commit.Short(), abs)
-				fmt.Fprintf(g.stdout, "%s has changes made since %s last synced (%s); 'art pull -m %s' brings them here\n", where, abs, res.MergedSince.Short(), abs)
+				fmt.Fprintf(g.stdout, "%s has changes made since %s last synced (%s); '%s' brings them here\n", where, abs, res.MergedSince.Short(), pull)
 				return nil
 			}
 			if res.Merged > 0 {
-				fmt.Fprintf(g.stdout, "merged with %d change(s) made on %s since %s last synced (%s); 'art pull -m %s' brings them here\n",
-					res.Merged, where, abs, res.MergedSince.Short(), abs)
+				fmt.Fprintf(g.stdout, "merged with %d change(s) made on %s since %s last synced (%s); '%s' brings them here\n",
+					res.Merged, where, abs, res.MergedSince.Short(), pull)
 			}
 			if res.KeptUnsynced > 0 {
-				fmt.Fprintf(g.stdout, "kept %d path(s) of the branch that %s never had (.artignore left them out when it last synced); 'art pull -m %s' brings them here\n",
-					res.KeptUnsynced, abs, abs)
+				fmt.Fprintf(g.stdout, "kept %d path(s) of the branch that %s never had (.artignore left them out when it last synced); '%s' brings them here\n",
+					res.KeptUnsynced, abs, pull)
 			}
 			fmt.Fprintf(g.stdout, "[%s %s] %d files, %d dirs, %d links; %d read, %d new objects, %s stored in %s\n",
 				where, res.Commit.Short(), res.Files, res.Dirs, res.Links, res.Hashed, res.NewObjects,

@@ -41,6 +41,57 @@ type PullResult struct {
 	Created, Updated, Deleted int
 	Ignored                   int // stored paths .artignore left out (not written)
 	Conflicts                 []string
+	// ReplacedPush is the host's last push when the pulled commit does
+	// not build on it and holds another workspace: the pull replaced
+	// what that push recorded (the repository keeps it there). Zero
+	// otherwise.
+	ReplacedPush objects.ID
+}
+
+// pushFirstAdvice is what a refused pull of a commit (the tip of branch,
+// when not "") advises doing with the host's changes. A plain 'art push'
+// records them on HEAD's branch: advised for a pull of another branch or
+// of an older commit, it led the user to a pull that then replaced them
+// on the host without a word (a git workspace lost the user's own
+// commits from its .git that way). Onto another branch, 'art push -b
+// BRANCH' merges them into it, and the pull then brings both.
+func (r *Repo) pushFirstAdvice(branch string) string {
+	h, err := r.Head()
+	switch {
+	case err != nil:
+	case branch == DetachedHead || (branch != "" && branch == h.Branch):
+		return "push host changes first with 'art push'"
+	case branch != "":
+		return fmt.Sprintf("merge host changes into %s first with 'art push -b %s'", QuotePath(branch), QuotePath(branch))
+	}
+	return "this commit is no branch's tip: record host changes with 'art push' to keep them in the repository; the pull then replaces them here"
+}
+
+// replacedPush returns the commit of the host's last push when a pull of
+// commit (workspace tree wsTree) replaces what it recorded: that commit is
+// not one commit builds on, and the workspace differs. Zero when the host
+// last synced by a pull (its content came from the repository) or never.
+func (tx *Tx) replacedPush(dir, name string, commit, wsTree objects.ID) (objects.ID, error) {
+	since, ok, err := tx.syncedCommit(dir)
+	if err != nil || !ok || since == commit {
+		return objects.Zero, err
+	}
+	c, err := tx.LoadCommit(since)
+	if err != nil {
+		return objects.Zero, err
+	}
+	if s := c.Session; s == nil || s.Mode != "push" || s.Workspace != name {
+		return objects.Zero, nil
+	}
+	if t, err := tx.LoadTree(c.Tree); err != nil {
+		return objects.Zero, err
+	} else if e, ok := t.Find(name); ok && e.ID == wsTree {
+		return objects.Zero, nil
+	}
+	if ok, err := tx.isAncestor(since, commit, maxMergeSearch); err != nil || ok {
+		return objects.Zero, err
+	}
+	return since, nil
 }
 
 type pullOp uint8
@@ -195,8 +246,8 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 		// way was clear, they took a second round.
 		also := ""
 		if len(p.conflicts) > 0 && !o.Force {
-			also = fmt.Sprintf("\nalso, %d path(s) need a decision:\n  %s\n(push host changes first with 'art push'; --force writes what the commit holds over them)",
-				len(p.conflicts), strings.Join(p.conflicts, "\n  "))
+			also = fmt.Sprintf("\nalso, %d path(s) need a decision:\n  %s\n(%s; --force writes what the commit holds over them)",
+				len(p.conflicts), strings.Join(p.conflicts, "\n  "), r.pushFirstAdvice(o.Branch))
 		}
 		return &PullResult{Conflicts: p.blockers}, fmt.Errorf("%w: nothing was changed; these paths cannot be replaced:\n  %s\n(move them out of %s, then pull again)%s",
 			ErrConflict, strings.Join(p.blockers, "\n  "), dir, also)
@@ -206,8 +257,8 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 			ErrConflict, need>>20, dir, avail>>20)
 	}
 	if len(p.conflicts) > 0 && !o.Force {
-		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: nothing was changed; %d path(s) need a decision:\n  %s\n(push host changes first with 'art push'; --force writes what the commit holds over all of them)",
-			ErrConflict, len(p.conflicts), strings.Join(p.conflicts, "\n  "))
+		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: nothing was changed; %d path(s) need a decision:\n  %s\n(%s; --force writes what the commit holds over all of them)",
+			ErrConflict, len(p.conflicts), strings.Join(p.conflicts, "\n  "), r.pushFirstAdvice(o.Branch))
 	}
 	if o.afterPlan != nil {
 		o.afterPlan()
@@ -271,6 +322,9 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 		} else if !ok {
 			commit = objects.Zero
 		}
+	}
+	if p.res.ReplacedPush, err = tx.replacedPush(dir, name, o.Commit, ws.ID); err != nil {
+		return nil, err
 	}
 	if err := tx.saveSynced(dir, p.synced); err != nil {
 		return nil, err
