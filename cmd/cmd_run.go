@@ -482,6 +482,12 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	} else if err != nil {
 		return runFail(err)
 	}
+	if tip, err := r.BranchTip(branch); err == nil {
+		if target, ok, _ := r.OutsideGitDir(tip, cfg.Workspace); ok {
+			fmt.Fprintf(g.stderr, "art: warning: %s/.git is a file that sends git to %s, outside the workspace (a git worktree or submodule); in the sandbox that is at most the host's read-only view (hidden under /home, /root and /tmp; a relative path leads into the agent's home), so the agent's git commands fail; run art on the directory that holds the git repository itself\n",
+				repo.QuotePath(cfg.Workspace), repo.QuotePath(target))
+		}
+	}
 	if drift, err := r.HostDrift(dir); err == nil && !drift.UnfinishedPull.IsZero() {
 		fmt.Fprintf(g.stderr, "art: warning: a pull of %s into %s did not finish; the sandbox sees the repository's version (finish the pull with 'art pull -m %s --commit %s')\n",
 			drift.UnfinishedPull.Short(), dir, dir, drift.UnfinishedPull.Short())

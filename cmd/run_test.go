@@ -1069,3 +1069,36 @@ func TestRunEndsWhileACopyIsHeldUnprivileged(t *testing.T) {
 		t.Errorf("fsck: %v\n%s", err, out)
 	}
 }
+
+// TestRunWarnsOfGitFileOutside: a workspace whose .git is a file leading
+// outside it (a git worktree, a submodule's checkout) has no git
+// directory in the sandbox, and the agent's git failed there with
+// git's own message about a path of the sandbox ("not a git repository:
+// /home/agent/WS/../.git/modules/WS"); art run now says why first. A
+// .git directory is not warned of.
+func TestRunWarnsOfGitFileOutside(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		warn  string
+	}{
+		{"submodule", map[string]string{".git": "gitdir: ../.git/modules/WS\n"}, "art: warning: WS/.git is a file that sends git to ../.git/modules/WS, outside the workspace"},
+		{"worktree", map[string]string{".git": "gitdir: /srv/main/.git/worktrees/WS\n"}, "art: warning: WS/.git is a file that sends git to /srv/main/.git/worktrees/WS, outside the workspace"},
+		{"git directory", map[string]string{".git/HEAD": "ref: refs/heads/main\n"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRepo(t, tc.files)
+			res := runArt(t, r.ws, artEnv(), nil, "run", "-i=false", "--", "true")
+			if res.code != 0 {
+				t.Fatalf("%s", res)
+			}
+			if tc.warn == "" {
+				if strings.Contains(res.stderr, "warning") {
+					t.Errorf("unexpected warning:\n%s", res.stderr)
+				}
+				return
+			}
+			checkContains(t, "stderr", res.stderr, tc.warn, "the agent's git commands fail")
+		})
+	}
+}

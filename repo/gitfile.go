@@ -1,0 +1,44 @@
+package repo
+
+import (
+	"path"
+	"strings"
+
+	"github.com/artproject/art/objects"
+)
+
+// OutsideGitDir reports where the workspace's own .git leads when it is a
+// file ("gitdir: PATH", as git worktree add and a submodule's checkout
+// write it) whose PATH lies outside the workspace: an absolute path, or a
+// relative one that climbs out of it. In the sandbox such a path is not
+// the host's git directory: it is the read-only view of the host (or
+// hidden, under /home, /root or /tmp), or, relative, the agent's home,
+// so every git command the agent runs fails there, with git's own
+// message naming a path of the sandbox ("Read-only file system", "not a
+// git repository: /home/agent/ws/../.git/modules/ws"). ok is false for
+// a .git directory, a link, or a file leading inside the workspace.
+func (r *Repo) OutsideGitDir(commit objects.ID, ws string) (target string, ok bool, err error) {
+	c, err := r.LoadCommit(commit)
+	if err != nil {
+		return "", false, err
+	}
+	e, found, err := r.Lookup(c.Tree, []string{ws, ".git"})
+	if err != nil || !found || e.Type != objects.TypeFile || e.Size > maxGitFile {
+		return "", false, err
+	}
+	data, err := r.ReadFile(e.ID, int64(e.Size))
+	if err != nil {
+		return "", false, err
+	}
+	target, isGitFile := strings.CutPrefix(strings.TrimRight(string(data), "\r\n"), "gitdir: ")
+	if !isGitFile || target == "" || strings.ContainsAny(target, "\r\n") {
+		return "", false, nil
+	}
+	if path.IsAbs(target) {
+		return target, true, nil
+	}
+	if c := path.Clean(target); c == ".." || strings.HasPrefix(c, "../") {
+		return target, true, nil
+	}
+	return "", false, nil
+}
