@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"fmt"
 	"path"
 	"strings"
 
@@ -41,4 +42,36 @@ func (r *Repo) OutsideGitDir(commit objects.ID, ws string) (target string, ok bo
 		return target, true, nil
 	}
 	return "", false, nil
+}
+
+// inGitDir reports whether a conflict line ("PATH (why)") names a path
+// inside a directory named .git (in any case).
+func inGitDir(line string) bool {
+	p, _, _ := strings.Cut(line, " (")
+	for _, c := range strings.Split(p, "/") {
+		if strings.EqualFold(c, ".git") {
+			return true
+		}
+	}
+	return false
+}
+
+// GitMergeAdvice is what a refused push or pull adds when some of its
+// conflicts lie in a .git directory (the index, refs, logs,
+// packed-refs): those files are git's record of two histories, which
+// no choice of one side's file merges. Taking the branch's (what the
+// refusal otherwise advises: "make those paths here as they are on the
+// branch", or --force) left the user's own commits unreferenced, their
+// reflog replaced. git merges them: the revision is pulled into another
+// directory of the workspace's name and fetched from there. "" when no
+// conflict is in a .git directory.
+func GitMergeAdvice(conflicts []string, db, ws, rev string) string {
+	for _, c := range conflicts {
+		if inGitDir(c) {
+			other := "/tmp/art-" + ws + "/" + ws
+			return fmt.Sprintf("\n(paths in .git are git's own records: merge the two histories with git, not by taking one side's files: 'art pull -d %s -m %s --commit %s', then, in this workspace, 'git fetch %s HEAD:from-art' and merge from-art)",
+				QuotePath(db), QuotePath(other), QuotePath(rev), QuotePath(other))
+		}
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package repo
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -58,5 +59,34 @@ func TestOutsideGitDir(t *testing.T) {
 	res := push(t, r, ws, "ws")
 	if _, ok, err := r.OutsideGitDir(res.Commit, "other"); err != nil || ok {
 		t.Errorf("OutsideGitDir of a missing workspace = %v, %v; want false, nil", ok, err)
+	}
+}
+
+// A refused push or pull whose conflicts lie in a .git directory advises
+// merging with git (GitMergeAdvice); other conflicts get no such advice.
+func TestGitMergeAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		conflicts []string
+		want      bool
+	}{
+		{[]string{".git/index (changed on the host)"}, true},
+		{[]string{"Makefile (changed on the host)", ".git/refs/heads/main (changed here and on the branch)"}, true},
+		{[]string{"sub/.GIT/packed-refs (changed on the host)"}, true},
+		{[]string{"Makefile (changed on the host)"}, false},
+		{[]string{".gitignore (changed on the host)", "a.git/x (changed on the host)", "x/.github/y (changed on the host)"}, false},
+		{[]string{". (its mode, changed here and on the branch)"}, false},
+		{nil, false},
+	} {
+		got := GitMergeAdvice(tc.conflicts, "/w/ws/.art/art.db", "ws", "attempt1")
+		if (got != "") != tc.want {
+			t.Errorf("GitMergeAdvice(%q) = %q, want advice: %v", tc.conflicts, got, tc.want)
+		}
+		if tc.want {
+			for _, s := range []string{"'art pull -d /w/ws/.art/art.db -m /tmp/art-ws/ws --commit attempt1'", "'git fetch /tmp/art-ws/ws HEAD:from-art'"} {
+				if !strings.Contains(got, s) {
+					t.Errorf("GitMergeAdvice(%q) = %q, lacks %q", tc.conflicts, got, s)
+				}
+			}
+		}
 	}
 }

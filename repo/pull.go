@@ -257,8 +257,12 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 			ErrConflict, need>>20, dir, avail>>20)
 	}
 	if len(p.conflicts) > 0 && !o.Force {
-		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: nothing was changed; %d path(s) need a decision:\n  %s\n(%s; --force writes what the commit holds over all of them)",
-			ErrConflict, len(p.conflicts), strings.Join(p.conflicts, "\n  "), r.pushFirstAdvice(o.Branch))
+		rev := o.Branch
+		if rev == "" || rev == DetachedHead {
+			rev = o.Commit.Short()
+		}
+		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: nothing was changed; %d path(s) need a decision:\n  %s\n(%s; --force writes what the commit holds over all of them)%s",
+			ErrConflict, len(p.conflicts), strings.Join(p.conflicts, "\n  "), r.pushFirstAdvice(o.Branch), GitMergeAdvice(p.conflicts, r.Path, name, rev))
 	}
 	if o.afterPlan != nil {
 		o.afterPlan()
