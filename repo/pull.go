@@ -452,6 +452,40 @@ func (p *puller) unchangedSinceSync(h *hostEntry) (bool, error) {
 	return true, nil
 }
 
+// maxGitIndex bounds the git index files pull compares (sameGitIndex).
+const maxGitIndex = 256 << 20
+
+// indexRefreshedOnly reports whether the host's git index h differs from
+// what the workspace last synced only in what git's refresh of it
+// changes (stat data and caches; see sameGitIndex): git status on the
+// host after a pull does that, and the index says the same.
+func (p *puller) indexRefreshedOnly(h *hostEntry) (bool, error) {
+	s := h.old
+	if s == nil || s.typ != objects.TypeFile || h.typ != objects.TypeFile || s.mode != h.mode ||
+		s.size > maxGitIndex || h.size > maxGitIndex {
+		return false, nil
+	}
+	synced, err := p.r.ReadFile(s.id, s.size)
+	if err != nil {
+		return false, nil // gone from the repository: a change as any other
+	}
+	root, err := openHostRoot(p.dir)
+	if err != nil {
+		return false, fmt.Errorf("pull: %w", err)
+	}
+	defer root.close()
+	f, err := root.open(h.rel, h.ino)
+	if err != nil {
+		return false, fmt.Errorf("pull: read %s: %w", h.rel, err)
+	}
+	defer f.Close()
+	host, err := io.ReadAll(io.LimitReader(f, maxGitIndex+1))
+	if err != nil {
+		return false, fmt.Errorf("pull: read %s: %w", h.rel, err)
+	}
+	return len(host) <= maxGitIndex && sameGitIndex(host, synced), nil
+}
+
 // planRootMode decides whether the pull gives the workspace's root the
 // commit's mode (a session's chmod of it, which art diff shows): it did
 // not. A root whose mode the host changed since the last sync conflicts,
@@ -709,6 +743,11 @@ func (p *puller) plan(n *pullNode) error {
 			ok, err := p.unchangedSinceSync(h)
 			if err != nil {
 				return err
+			}
+			if !ok && gitDir && e.Name == "index" {
+				if ok, err = p.indexRefreshedOnly(h); err != nil {
+					return err
+				}
 			}
 			p.conflictOnContent(rel, h, ok)
 		}
