@@ -4,6 +4,11 @@ import (
 	"bytes"
 	"crypto/sha1"
 	"encoding/binary"
+	"fmt"
+	"io"
+	"path"
+
+	"github.com/artproject/art/objects"
 )
 
 // A git index (.git/index) holds, for every tracked path, its mode, object
@@ -136,4 +141,40 @@ func sameGitIndex(a, b []byte) bool {
 	}
 	cb, ok := gitIndexContent(b)
 	return ok && bytes.Equal(ca, cb)
+}
+
+// isGitIndexPath reports whether a workspace-relative path is the index of
+// a .git directory.
+func isGitIndexPath(p string) bool {
+	return path.Base(p) == "index" && path.Base(path.Dir(p)) == ".git"
+}
+
+// refreshedGitIndex reports whether stored file host differs from base
+// only as git's refresh of an index changes it (sameGitIndex), reading
+// both inside the transaction (a push stored the host's in it).
+func (tx *Tx) refreshedGitIndex(host, base *objects.Entry) (bool, error) {
+	if host.Type != objects.TypeFile || base.Type != objects.TypeFile || host.Mode != base.Mode ||
+		host.Size > maxGitIndex || base.Size > maxGitIndex {
+		return false, nil
+	}
+	read := func(e *objects.Entry) ([]byte, error) {
+		fr, err := objects.NewFileReader(tx, e.ID, int64(e.Size))
+		if err != nil {
+			return nil, err
+		}
+		buf := make([]byte, e.Size)
+		if _, err := io.ReadFull(fr, buf); err != nil && e.Size > 0 {
+			return nil, err
+		}
+		return buf, nil
+	}
+	h, err := read(host)
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", host.Name, err)
+	}
+	b, err := read(base)
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", base.Name, err)
+	}
+	return sameGitIndex(h, b), nil
 }

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,5 +195,55 @@ func TestPullOverRefreshedGitIndex(t *testing.T) {
 	mustFail(t, err, ErrConflict)
 	if !strings.Contains(err.Error(), ".git/index (changed on the host)") {
 		t.Errorf("conflict %v, want one on .git/index", err)
+	}
+}
+
+// The same for a push that merges the host's changes with a session's:
+// the host's refreshed index is no change, the session's is taken, and
+// the host's own edit is kept.
+func TestPushMergesOverRefreshedGitIndex(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	gitRun(t, ws, "init", "-q")
+	writeFiles(t, ws, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	gitRun(t, ws, "add", ".")
+	gitRun(t, ws, "commit", "-q", "-m", "host")
+	push(t, r, ws, "base")
+	session := func(content string) objects.ID {
+		other := filepath.Join(t.TempDir(), "ws")
+		head, err := r.Head()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pull(t, r, other, head.Commit)
+		writeFiles(t, other, map[string]string{"a.txt": content})
+		gitRun(t, other, "commit", "-q", "-am", "agent: "+content)
+		return pushTo(t, r, other, "main").Commit
+	}
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: session("agent 1\n"), Branch: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, ws, "update-index", "--really-refresh")
+	gitRun(t, ws, "status", "--short")
+	session("agent 2\n")
+	writeFiles(t, ws, map[string]string{"b.txt": "host edit\n"})
+	res, err := r.Push(context.Background(), PushOptions{Dir: ws, Message: "host"})
+	if err != nil {
+		t.Fatalf("push merging with the session after git status on the host: %v", err)
+	}
+	if res.Merged == 0 {
+		t.Errorf("the push merged nothing of the session's")
+	}
+	if _, err := r.Pull(PullOptions{Dir: ws, Commit: res.Commit, Branch: "main"}); err != nil {
+		t.Fatalf("pull of the merge: %v", err)
+	}
+	if got := gitRun(t, ws, "status", "--porcelain"); got != " M b.txt\n" {
+		t.Errorf("git status after the pull: %q, want the host's edit of b.txt only", got)
+	}
+	if got := gitRun(t, ws, "log", "-1", "--format=%s"); got != "agent: agent 2\n" {
+		t.Errorf("git log: %q, want the session's commit", got)
 	}
 }

@@ -155,6 +155,19 @@ func (tx *Tx) merge3Entry(path string, eb, eh, et *objects.Entry, res *mergeResu
 		e.ID, e.Mode = id, mode
 		return &e, nil
 	}
+	// A git index the host only refreshed (git status after a pull) is
+	// no change there: the branch's (see sameGitIndex).
+	if et != nil && eh != nil && eb != nil && isGitIndexPath(path) {
+		same, err := tx.refreshedGitIndex(eh, eb)
+		if err != nil {
+			return nil, err
+		}
+		if same {
+			n, err := tx.countEntryChanges(eb, et)
+			res.fromTip += n
+			return et, err
+		}
+	}
 	// Deleted on one side, a directory on the other whose content
 	// differs from the base's only in times: no change there.
 	if eb != nil && eb.Type == objects.TypeDir {

@@ -44,7 +44,13 @@ func treeCost(t *objects.Tree, encoded int) int {
 }
 
 // LoadChunk returns a chunk's verified content.
-func (r *Repo) LoadChunk(id objects.ID) ([]byte, error) {
+func (r *Repo) LoadChunk(id objects.ID) ([]byte, error) { return r.loadChunk(r.cached(), id, true) }
+
+// LoadChunk reads a chunk inside the transaction, seeing its own writes;
+// not cached, as the transaction may still roll back.
+func (tx *Tx) LoadChunk(id objects.ID) ([]byte, error) { return tx.r.loadChunk(tx, id, false) }
+
+func (r *Repo) loadChunk(q querier, id objects.ID, cache bool) ([]byte, error) {
 	r.mu.Lock()
 	if v, ok := r.chunks.get(id); ok {
 		r.mu.Unlock()
@@ -53,7 +59,7 @@ func (r *Repo) LoadChunk(id objects.ID) ([]byte, error) {
 	r.mu.Unlock()
 	var size, enc int
 	var data []byte
-	err := r.cached().QueryRow(`SELECT size, enc, data FROM chunks WHERE id=?`, id[:]).Scan(&size, &enc, &data)
+	err := q.QueryRow(`SELECT size, enc, data FROM chunks WHERE id=?`, id[:]).Scan(&size, &enc, &data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("chunk %s: %w", id, objects.ErrNotFound)
 	}
@@ -67,20 +73,31 @@ func (r *Repo) LoadChunk(id objects.ID) ([]byte, error) {
 	if len(raw) != size || objects.Hash(raw) != id {
 		return nil, fmt.Errorf("chunk %s: %w: content does not match its id", id, objects.ErrCorrupt)
 	}
-	r.mu.Lock()
-	r.chunks.add(id, raw, len(raw))
-	r.mu.Unlock()
+	if cache {
+		r.mu.Lock()
+		r.chunks.add(id, raw, len(raw))
+		r.mu.Unlock()
+	}
 	return raw, nil
 }
 
 // LoadFileChunks returns the chunk list of a file.
 func (r *Repo) LoadFileChunks(id objects.ID) ([]objects.ChunkRef, error) {
+	return loadFileChunks(r.cached(), id)
+}
+
+// LoadFileChunks reads a file's chunk list inside the transaction.
+func (tx *Tx) LoadFileChunks(id objects.ID) ([]objects.ChunkRef, error) {
+	return loadFileChunks(tx, id)
+}
+
+func loadFileChunks(q querier, id objects.ID) ([]objects.ChunkRef, error) {
 	var list []byte
 	var size int64
-	err := r.cached().QueryRow(`SELECT size, chunks FROM files WHERE id=?`, id[:]).Scan(&size, &list)
+	err := q.QueryRow(`SELECT size, chunks FROM files WHERE id=?`, id[:]).Scan(&size, &list)
 	if errors.Is(err, sql.ErrNoRows) {
 		var csize int64
-		err = r.cached().QueryRow(`SELECT size FROM chunks WHERE id=?`, id[:]).Scan(&csize)
+		err = q.QueryRow(`SELECT size FROM chunks WHERE id=?`, id[:]).Scan(&csize)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("file %s: %w", id, objects.ErrNotFound)
 		}
@@ -200,7 +217,10 @@ func (r *Repo) ReadFile(id objects.ID, size int64) ([]byte, error) {
 	return buf, nil
 }
 
-var _ objects.Loader = (*Repo)(nil)
+var (
+	_ objects.Loader = (*Repo)(nil)
+	_ objects.Loader = (*Tx)(nil)
+)
 
 // Tx is a write transaction on the object store and refs.
 type Tx struct {
