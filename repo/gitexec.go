@@ -328,6 +328,10 @@ func (p *puller) checkGitRisk(gitDir bool, n, kid *pullNode) error {
 	if why != "" {
 		p.conflict(kid.rel, why+"; review it (art diff), then pull with --force")
 		p.gitRisks = append(p.gitRisks, QuotePath(kid.rel)+" ("+why+")")
+		if p.riskConflicts == nil {
+			p.riskConflicts = map[string]bool{}
+		}
+		p.riskConflicts[p.conflicts[len(p.conflicts)-1]] = true
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package repo
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,6 +88,52 @@ func TestGitMergeAdvice(t *testing.T) {
 					t.Errorf("GitMergeAdvice(%q) = %q, lacks %q", tc.conflicts, got, s)
 				}
 			}
+		}
+	}
+}
+
+// A pull refused only for what the commit would have git run (nothing
+// changed on the host) advises review and --force: it advised pushing
+// host changes first (there are none) and, for .git/config, merging two
+// histories with git.
+func TestPullAdviceForGitRisksOnly(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	const cfg = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{".git/HEAD": "ref: refs/heads/main\n", ".git/objects/info/packs": "", ".git/config": cfg})
+	base := push(t, r, ws, "base").Commit
+	other := filepath.Join(t.TempDir(), "ws")
+	pull(t, r, other, base)
+	writeFiles(t, other, map[string]string{".git/config": cfg + "[alias]\n\tx = !sh -c true\n"})
+	agent := sessionCommit(t, r, pushTo(t, r, other, "tmp").Commit, base)
+
+	_, err := r.Pull(PullOptions{Dir: ws, Commit: agent})
+	mustFail(t, err, ErrConflict)
+	msg := err.Error()
+	for _, want := range []string{".git/config (a git config that sets alias.x", "(nothing listed changed on the host: review it, then pull with --force, which writes what the commit holds over all of them)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("pull refused with %q; want it to hold %q", msg, want)
+		}
+	}
+	for _, not := range []string{"art push", "merge the two histories"} {
+		if strings.Contains(msg, not) {
+			t.Errorf("pull refused with %q; it advises %q for no host change", msg, not)
+		}
+	}
+
+	// With a change on the host too, the push advice is back, and the
+	// git advice for the host's .git change.
+	writeFiles(t, ws, map[string]string{".git/refs/heads/main": "1111111111111111111111111111111111111111\n"})
+	writeFiles(t, other, map[string]string{".git/refs/heads/main": "2222222222222222222222222222222222222222\n"})
+	agent = sessionCommit(t, r, pushTo(t, r, other, "tmp").Commit, base)
+	_, err = r.Pull(PullOptions{Dir: ws, Commit: agent})
+	mustFail(t, err, ErrConflict)
+	for _, want := range []string{"record host changes with 'art push'", "merge the two histories with git"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("pull refused with %q; want it to hold %q", err, want)
 		}
 	}
 }

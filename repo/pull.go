@@ -48,6 +48,36 @@ type PullResult struct {
 	ReplacedPush objects.ID
 }
 
+// hostConflicts are the conflicts that are changes on the host: not
+// what the commit would have git run (checkGitRisk), which is for review.
+func (p *puller) hostConflicts() []string {
+	var out []string
+	for _, c := range p.conflicts {
+		if !p.riskConflicts[c] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// pullAdvice ends a refused pull's list: what to do with the host's
+// changes, when there are any, then what --force does.
+func (p *puller) pullAdvice(branch string) string {
+	if len(p.hostConflicts()) == 0 {
+		return "nothing listed changed on the host: review it, then pull with --force, which writes what the commit holds"
+	}
+	return p.r.pushFirstAdvice(branch) + "; --force writes what the commit holds"
+}
+
+// gitAdvice is GitMergeAdvice for the host's changes among the conflicts.
+func (p *puller) gitAdvice(o PullOptions, name string) string {
+	rev := o.Branch
+	if rev == "" || rev == DetachedHead {
+		rev = o.Commit.Short()
+	}
+	return GitMergeAdvice(p.hostConflicts(), p.r.Path, name, rev)
+}
+
 // pushFirstAdvice is what a refused pull of a commit (the tip of branch,
 // when not "") advises doing with the host's changes. A plain 'art push'
 // records them on HEAD's branch: advised for a pull of another branch or
@@ -147,7 +177,10 @@ type puller struct {
 	hooksDirs map[string]bool
 	wsTree    objects.ID // the workspace's tree in the commit
 	gitRisks  []string   // the conflicts checkGitRisk found (GitRisks)
-	risksOnly bool       // planning for GitRisks only: skip what is as pushed
+	// riskConflicts are those conflicts as listed: what the commit would
+	// have git run, no change on the host (pullAdvice).
+	riskConflicts map[string]bool
+	risksOnly     bool // planning for GitRisks only: skip what is as pushed
 	// syncedNames caches the names of each directory's sync-state row
 	// (deletedOnHost); emptied is a host workspace with nothing in it.
 	syncedNames map[string]map[string]bool
@@ -246,8 +279,8 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 		// way was clear, they took a second round.
 		also := ""
 		if len(p.conflicts) > 0 && !o.Force {
-			also = fmt.Sprintf("\nalso, %d path(s) need a decision:\n  %s\n(%s; --force writes what the commit holds over them)",
-				len(p.conflicts), strings.Join(p.conflicts, "\n  "), r.pushFirstAdvice(o.Branch))
+			also = fmt.Sprintf("\nalso, %d path(s) need a decision:\n  %s\n(%s over them)%s",
+				len(p.conflicts), strings.Join(p.conflicts, "\n  "), p.pullAdvice(o.Branch), p.gitAdvice(o, name))
 		}
 		return &PullResult{Conflicts: p.blockers}, fmt.Errorf("%w: nothing was changed; these paths cannot be replaced:\n  %s\n(move them out of %s, then pull again)%s",
 			ErrConflict, strings.Join(p.blockers, "\n  "), dir, also)
@@ -257,12 +290,8 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 			ErrConflict, need>>20, dir, avail>>20)
 	}
 	if len(p.conflicts) > 0 && !o.Force {
-		rev := o.Branch
-		if rev == "" || rev == DetachedHead {
-			rev = o.Commit.Short()
-		}
-		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: nothing was changed; %d path(s) need a decision:\n  %s\n(%s; --force writes what the commit holds over all of them)%s",
-			ErrConflict, len(p.conflicts), strings.Join(p.conflicts, "\n  "), r.pushFirstAdvice(o.Branch), GitMergeAdvice(p.conflicts, r.Path, name, rev))
+		return &PullResult{Conflicts: p.conflicts}, fmt.Errorf("%w: nothing was changed; %d path(s) need a decision:\n  %s\n(%s over all of them)%s",
+			ErrConflict, len(p.conflicts), strings.Join(p.conflicts, "\n  "), p.pullAdvice(o.Branch), p.gitAdvice(o, name))
 	}
 	if o.afterPlan != nil {
 		o.afterPlan()
