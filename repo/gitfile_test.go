@@ -124,14 +124,14 @@ func TestPullAdviceForGitRisksOnly(t *testing.T) {
 		}
 	}
 
-	// With a change on the host too, the push advice is back, and the
-	// git advice for the host's .git change.
+	// With a change on the host in .git too, the git advice is back
+	// (not a push, which would conflict on the same files).
 	writeFiles(t, ws, map[string]string{".git/refs/heads/main": "1111111111111111111111111111111111111111\n"})
 	writeFiles(t, other, map[string]string{".git/refs/heads/main": "2222222222222222222222222222222222222222\n"})
 	agent = sessionCommit(t, r, pushTo(t, r, other, "tmp").Commit, base)
 	_, err = r.Pull(PullOptions{Dir: ws, Commit: agent})
 	mustFail(t, err, ErrConflict)
-	for _, want := range []string{"record host changes with 'art push'", "merge the two histories with git"} {
+	for _, want := range []string{"(--force writes what the commit holds over all of them)", "merge the two histories with git"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("pull refused with %q; want it to hold %q", err, want)
 		}

@@ -63,8 +63,13 @@ func (p *puller) hostConflicts() []string {
 // pullAdvice ends a refused pull's list: what to do with the host's
 // changes, when there are any, then what --force does.
 func (p *puller) pullAdvice(branch string) string {
-	if len(p.hostConflicts()) == 0 {
+	host := p.hostConflicts()
+	switch {
+	case len(host) == 0:
 		return "nothing listed changed on the host: review it, then pull with --force, which writes what the commit holds"
+	case GitMergeAdvice(host, "", "", "") != "":
+		// A push would conflict on the same git files: gitAdvice.
+		return "--force writes what the commit holds"
 	}
 	return p.r.pushFirstAdvice(branch) + "; --force writes what the commit holds"
 }

@@ -511,8 +511,15 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 				if len(list) > 20 {
 					list, more = list[:20], fmt.Sprintf("\n  ... and %d more", len(m.conflicts)-20)
 				}
-				return nil, fmt.Errorf("%w: nothing was committed; %d path(s) changed both here and on %s since %s last synced (commit %s):\n  %s%s\n(push to a new branch with -b NAME and compare with 'art diff %s NAME', or make those paths here as they are on %s and push again)%s",
-					ErrPushConflict, len(m.conflicts), onto, dir, s.Short(), strings.Join(list, "\n  "), more, onto, onto, GitMergeAdvice(m.conflicts, tx.r.Path, name, onto))
+				// Made as on the branch, git's own files (refs, logs)
+				// drop the host's commits: git merges those instead.
+				orMake := fmt.Sprintf(", or make those paths here as they are on %s and push again", onto)
+				git := GitMergeAdvice(m.conflicts, tx.r.Path, name, onto)
+				if git != "" {
+					orMake = ""
+				}
+				return nil, fmt.Errorf("%w: nothing was committed; %d path(s) changed both here and on %s since %s last synced (commit %s):\n  %s%s\n(push to a new branch with -b NAME and compare with 'art diff %s NAME'%s)%s",
+					ErrPushConflict, len(m.conflicts), onto, dir, s.Short(), strings.Join(list, "\n  "), more, onto, orMake, git)
 			}
 			if m.fromTip > 0 {
 				wsTree, res.Merged, res.MergedSince, since = merged, m.fromTip, s, s
