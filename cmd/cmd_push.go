@@ -42,8 +42,9 @@ that moved takes its record along.
 Each entry added or changed since the last push or pull is listed as
 FILE /ws/path (SIZE bytes, ID), DIR /ws/path, LINK /ws/path -> TARGET or
 FIFO /ws/path; deletions are not listed ('art diff --name-status' shows
-them). A push that would change nothing on the branch records no
-commit (--allow-empty records one).`,
+them). A push that would change nothing on the branch but times records
+no commit (--allow-empty records one); new times go in with the next
+change.`,
 		Example: `  art push -m ~/src/app
   art push -m . -b experiment -M "before refactor"
   art push -q`,

@@ -235,7 +235,7 @@ func (tx *Tx) countEntryChanges(a, b *objects.Entry) (int, error) {
 }
 
 // sameIgnoringTimes reports whether two trees hold the same names, types,
-// modes, contents and links, whatever their times. With host, a is the
+// modes, xattrs, contents and links, whatever their times. With host, a is the
 // host's and b the base: what a pull does not write (stripped mode bits,
 // xattrs) is no difference (hostKept).
 func (tx *Tx) sameIgnoringTimes(a, b objects.ID, host bool) (bool, error) {
@@ -258,7 +258,7 @@ func (tx *Tx) sameIgnoringTimes(a, b objects.ID, host bool) (bool, error) {
 		if ea.Name != eb.Name {
 			return false, nil
 		}
-		if ea.Type == objects.TypeDir && eb.Type == objects.TypeDir && (ea.Mode == eb.Mode || host && modeKept(ea.Mode, eb.Mode)) {
+		if ea.Type == objects.TypeDir && eb.Type == objects.TypeDir && (host && (ea.Mode == eb.Mode || modeKept(ea.Mode, eb.Mode)) || !host && sameMeta(ea, eb)) {
 			if same, err := tx.sameIgnoringTimes(ea.ID, eb.ID, host); err != nil || !same {
 				return false, err
 			}

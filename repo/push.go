@@ -812,12 +812,21 @@ func (tx *Tx) buildTree(root *hostEntry, reuse bool, prev objects.ID) (objects.I
 }
 
 // holdsDir reports whether tree holds at name, one component, the
-// directory id with mode and nothing else (no xattrs), whatever its
-// mtime: what ReplaceAt with such an entry changes in it at most.
+// directory id with mode and nothing else (no xattrs), whatever the
+// times in it: a directory's own mtime, or its files' and
+// subdirectories' (a touch, a host tool that rewrote a file with the
+// same bytes). Those are no change to art status or art diff either,
+// and each push recorded a commit of "0 added, 0 modified, 0 deleted".
 func (tx *Tx) holdsDir(tree objects.ID, name string, id objects.ID, mode uint32) bool {
 	e := tx.prevEntries(tree)[name]
-	return e != nil && e.Type == objects.TypeDir && e.ID == id && e.Mode == mode &&
-		e.Size == 0 && e.Target == "" && len(e.Xattrs) == 0
+	if e == nil || e.Type != objects.TypeDir || e.Mode != mode || e.Size != 0 || e.Target != "" || len(e.Xattrs) != 0 {
+		return false
+	}
+	if e.ID == id {
+		return true
+	}
+	same, err := tx.sameIgnoringTimes(id, e.ID, false)
+	return err == nil && same
 }
 
 // prevEntries indexes the entries of tree id by name (none for the zero

@@ -815,3 +815,45 @@ func TestAdoptMovedFails(t *testing.T) {
 		t.Errorf("the record under the new path: %d (%v)", n, err)
 	}
 }
+
+// A push of a workspace whose only change is times (touch, a tool that
+// rewrote a file with the same bytes, a directory's mtime) records no
+// commit, as art status and art diff see no change; with a real change
+// the new times go in with it.
+func TestPushTimesOnlyRecordsNothing(t *testing.T) {
+	ts := time.Unix(1_700_000_000, 0)
+	tests := []struct {
+		name   string
+		change func(t *testing.T, ws string)
+	}{
+		{"a file touched", func(t *testing.T, ws string) { os.Chtimes(filepath.Join(ws, "d/e/f.txt"), ts, ts) }},
+		{"a directory touched", func(t *testing.T, ws string) { os.Chtimes(filepath.Join(ws, "d/e"), ts, ts) }},
+		{"rewritten with the same bytes", func(t *testing.T, ws string) {
+			writeFiles(t, ws, map[string]string{"a.txt": "a"})
+			os.Chtimes(filepath.Join(ws, "a.txt"), ts, ts)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a.txt": "a", "d/e/f.txt": "f"})
+			first := push(t, r, ws, "first")
+			tc.change(t, ws)
+			res := push(t, r, ws, "times")
+			if !res.Unchanged || res.Commit != first.Commit {
+				t.Fatalf("a push of times alone recorded %s (unchanged %v)", res.Commit.Short(), res.Unchanged)
+			}
+			// The stat cache took the new times: the next push reads nothing.
+			if again := push(t, r, ws, "again"); !again.Unchanged || again.Hashed != 0 {
+				t.Errorf("the next push: unchanged %v, %d files read", again.Unchanged, again.Hashed)
+			}
+			writeFiles(t, ws, map[string]string{"b.txt": "b"})
+			res = push(t, r, ws, "with a change")
+			if res.Unchanged || res.Commit == first.Commit {
+				t.Fatal("a push with a new file recorded nothing")
+			}
+			pushMatchesFull(t, tc.name, r, ws, res)
+		})
+	}
+}
