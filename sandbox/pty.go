@@ -24,6 +24,7 @@ type ptyIO struct {
 	rawFd    int         // fd put in raw mode, -1 if none
 	rawState *term.State // to restore
 	winch    chan os.Signal
+	modes    *termModes // what the output switched on in the caller's terminal, if it is one
 
 	stopR, stopW *os.File      // wakes the stdin pump from its poll(2)
 	stop         chan struct{} // closed when input stops: ends the EOF retries
@@ -46,6 +47,9 @@ func newPtyIO(stdio Stdio) (*ptyIO, error) {
 		t.termFile = f
 	} else if f, ok := stdio.Stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		t.termFile = f
+	}
+	if f, ok := stdio.Stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		t.modes = &termModes{}
 	}
 	if t.termFile != nil {
 		_ = pty.InheritSize(t.termFile, ptmx)
@@ -86,6 +90,9 @@ func (t *ptyIO) start() {
 		for {
 			n, err := t.ptmx.Read(buf)
 			if n > 0 {
+				if t.modes != nil {
+					t.modes.Write(buf[:n])
+				}
 				if _, werr := t.stdout.Write(buf[:n]); werr != nil {
 					// Nobody reads art's output any more (art run | head):
 					// hang the terminal up, as a closed terminal does, so
@@ -249,11 +256,17 @@ func (t *ptyIO) sendEOF() {
 	}
 }
 
-// finish drains the pty output after the sandbox is gone and stops input.
+// finish drains the pty output after the sandbox is gone, switches off
+// the terminal modes it left on (termModes) and stops input.
 func (t *ptyIO) finish() {
 	if t.outDone != nil {
 		select {
 		case <-t.outDone:
+			if t.modes != nil {
+				if r := t.modes.reset(); len(r) > 0 {
+					_, _ = t.stdout.Write(r)
+				}
+			}
 		case <-time.After(2 * time.Second):
 		}
 	}
