@@ -278,12 +278,40 @@ func (t *ptyIO) stopInput() {
 	if t.stopW != nil {
 		_, _ = t.stopW.Write([]byte{0})
 		if t.inDone != nil {
-			select {
-			case <-t.inDone:
-			case <-time.After(time.Second):
+			deadline := time.After(time.Second)
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-t.inDone:
+					return
+				case <-deadline:
+					return
+				case <-tick.C:
+					t.flushInput()
+				}
 			}
 		}
 	}
+}
+
+// flushInput discards what the command left unread in the pty's input
+// queue; called once the sandbox is gone. A pump whose write waits for
+// room in that queue (the user typed ahead of an agent that never read
+// it) was not woken by the command's side closing (the kernel wakes it
+// before it counts the close), and stopInput waited its second out on
+// each of its two calls: the session's end came 2 s late. Freed, the
+// write returns and the pump sees the stop.
+func (t *ptyIO) flushInput() {
+	if t.ttyName == "" {
+		return
+	}
+	fd, err := unix.Open(t.ttyName, unix.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	_ = unix.IoctlSetInt(fd, unix.TCFLSH, unix.TCIFLUSH)
+	unix.Close(fd)
 }
 
 // close releases everything and restores the caller's terminal. Safe to

@@ -599,3 +599,42 @@ func TestStopDoesNotLeaveTheAgentRunning(t *testing.T) {
 	}
 	tt.waitFor(t, "DONE")
 }
+
+// Input typed ahead of an agent that never reads it does not hold the end
+// of the session up: the stdin pump, blocked writing to the agent's full
+// pty, was not woken by the agent's side closing, and art waited a second
+// for it twice before it restored the terminal and returned.
+func TestInteractiveUnreadInputDoesNotDelayEnd(t *testing.T) {
+	requireBwrap(t)
+	tt := newTestTerm(t)
+	cfg := baseConfig(t, "sh", "-c", "sleep 1")
+	typed := make(chan struct{})
+	res, err := runInteractive(t, tt, cfg, func() {
+		go func() {
+			defer close(typed)
+			line := append(bytes.Repeat([]byte("x"), 99), '\n')
+			for i := 0; i < 2000; i++ { // 200 KB: more than both ptys' queues hold
+				if _, err := tt.m.Write(line); err != nil {
+					return
+				}
+			}
+		}()
+	})
+	returned := time.Now()
+	// The rest of the typing stays in the test's own terminal: flush it
+	// so that the writer returns.
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); {
+		_ = unix.IoctlSetInt(int(tt.s.Fd()), unix.TCFLSH, unix.TCIFLUSH)
+		select {
+		case <-typed:
+			end = time.Time{}
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %+v, %v", res, err)
+	}
+	if d := returned.Sub(res.End); d > time.Second {
+		t.Errorf("Run returned %v after the sandbox ended", d)
+	}
+}
