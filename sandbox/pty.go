@@ -63,11 +63,18 @@ func newPtyIO(stdio Stdio) (*ptyIO, error) {
 			return nil, err
 		}
 		t.rawFd, t.rawState = int(f.Fd()), st
+		// Stopped (kill -STOP, or -TSTP: Ctrl-Z is the agent's in raw
+		// mode), art finds its terminal as the shell left it when fg
+		// continues it: cooked, echoing every key a second time, and
+		// Ctrl-C ended the session instead of reaching the agent.
+		signal.Notify(t.winch, syscall.SIGCONT)
 	}
 	return t, nil
 }
 
 // winchChan is nil (blocks forever) when there is nothing to resize from.
+// It also carries SIGCONT when art put the terminal in raw mode: pass what
+// it receives to onSignal.
 func (t *ptyIO) winchChan() <-chan os.Signal {
 	if t == nil {
 		return nil
@@ -79,6 +86,17 @@ func (t *ptyIO) resize() {
 	if t.termFile != nil {
 		_ = pty.InheritSize(t.termFile, t.ptmx)
 	}
+}
+
+// onSignal handles what winchChan delivers: the window's size, and, on
+// SIGCONT, raw mode again (the shell restored its own modes when art was
+// stopped; in the background, tcsetattr stops art again with SIGTTOU,
+// as it does vim, until fg) and the size the window took meanwhile.
+func (t *ptyIO) onSignal(sig os.Signal) {
+	if sig == syscall.SIGCONT && t.rawState != nil {
+		_, _ = term.MakeRaw(t.rawFd)
+	}
+	t.resize()
 }
 
 // start begins copying once the child holds the pty.

@@ -349,8 +349,8 @@ loop:
 			graceC = nil
 			forced = true
 			killAll()
-		case <-tio.winchChan():
-			tio.resize()
+		case sig := <-tio.winchChan():
+			tio.onSignal(sig)
 		}
 	}
 	// bwrap is gone. Make sure nothing of the sandbox survives it: its pid 1
