@@ -36,6 +36,12 @@ type termModes struct {
 	g0      bool         // G0 character set other than ASCII (ESC ( 0)
 	shifted bool         // G1 invoked (SO)
 	margins bool         // scrolling region set (DECSTBM)
+	// midLine: the last text written on the normal screen did not end
+	// its line, so art's own line would have followed it there
+	// ("abcart: session recorded ..."); reset then ends the line. Text on
+	// the alternate screen (or sent to the printer) leaves it as it was:
+	// leaving that screen puts the cursor back.
+	midLine bool
 }
 
 const (
@@ -89,14 +95,25 @@ func (m *termModes) Write(p []byte) (int, error) {
 			// Fast path: plain text up to the next control byte that matters.
 			j := bytes.IndexAny(p[i:], "\x1b\x0e\x0f")
 			if j < 0 {
+				m.text(p[i:])
 				break
 			}
+			m.text(p[i : i+j])
 			i += j
 			b = p[i]
 		}
 		m.step(b)
 	}
 	return len(p), nil
+}
+
+// text follows a run of plain text on the screen.
+func (m *termModes) text(run []byte) {
+	if len(run) == 0 || m.printer || m.dec[1049] || m.dec[1047] || m.dec[47] {
+		return
+	}
+	last := run[len(run)-1]
+	m.midLine = last != '\n' && last != '\r'
 }
 
 func (m *termModes) step(b byte) {
@@ -265,8 +282,8 @@ func (m *termModes) csi(seq []byte, final byte) {
 	}
 }
 
-// reset returns what switches off the modes the output left on, nothing
-// when it left none.
+// reset returns what switches off the modes the output left on and ends
+// a line it left unfinished; nothing when it left none.
 func (m *termModes) reset() []byte {
 	var b bytes.Buffer
 	off := func(n int) {
@@ -334,6 +351,9 @@ func (m *termModes) reset() []byte {
 	}
 	if m.sgr {
 		b.WriteString("\x1b[m")
+	}
+	if m.midLine {
+		b.WriteString("\r\n")
 	}
 	*m = termModes{seq: m.seq[:0]}
 	return b.Bytes()

@@ -10,18 +10,24 @@ func TestTermModesReset(t *testing.T) {
 	tests := []struct {
 		name, out, want string
 	}{
-		{"plain text", "hello\r\nworld", ""},
-		{"title only", "\x1b]0;my title\x07\x1b]2;t\x1b\\text", ""},
+		{"plain text", "hello\r\nworld\r\n", ""},
+		{"no final newline", "hello\r\nworld", "\r\n"},
+		{"a final carriage return", "50%\r", ""},
+		{"a newline, then modes", "done\r\n\x1b[?25h\x1b[m", ""},
+		{"text after the alternate screen", "\x1b[?1049hx\x1b[?1049lprompt> ", "\r\n"},
+		{"text on the alternate screen only", "line\r\n\x1b[?1049hx\x1b[?1049l", ""},
+		{"left on the alternate screen", "line\r\n\x1b[?1049hxyz", "\x1b[?1049l"},
+		{"title only", "\x1b]0;my title\x07\x1b]2;t\x1b\\text\n", ""},
 		{"clean vim exit", "\x1b[?1049h\x1b[22;0;0t\x1b[>4;2m\x1b[?1h\x1b=\x1b[?2004h\x1b[?25l\x1b[1mx\x1b[m\x1b[?25h\x1b[?2004l\x1b[?1l\x1b>\x1b[>4;m\x1b[?1049l", ""},
 		{"vim killed", "\x1b[?1049h\x1b[>4;2m\x1b[?1h\x1b=\x1b[?2004h\x1b[?1004h\x1b[?25l\x1b[1m-- INSERT --",
 			"\x1b[?1049l\x1b[?1l\x1b[?25h\x1b[?1004l\x1b[?2004l\x1b>\x1b[>4m\x1b[m"},
 		{"concealed", "\x1b[8m", "\x1b[m"},
-		{"colour then reset", "\x1b[31;1mred\x1b[0m", ""},
+		{"colour then reset", "\x1b[31;1mred\x1b[0m\n", ""},
 		{"reset then colour", "\x1b[0;1m", "\x1b[m"},
 		{"truecolour", "\x1b[38:2::255:0:0m", "\x1b[m"},
-		{"line drawing", "\x1b(0lqqk", "\x1b(B"},
-		{"line drawing ended", "\x1b(0lqqk\x1b(B", ""},
-		{"shift out", "\x1b)0\x0elqk", "\x0f"},
+		{"line drawing", "\x1b(0lqqk\n", "\x1b(B"},
+		{"line drawing ended", "\x1b(0lqqk\x1b(B\n", ""},
+		{"shift out", "\x1b)0\x0elqk\n", "\x0f"},
 		{"mouse", "\x1b[?1000;1006h", "\x1b[?1000l\x1b[?1006l"},
 		{"sync output", "\x1b[?2026h\x1b[?1049h", "\x1b[?2026l\x1b[?1049l"},
 		{"old alt screen", "\x1b[?47h", "\x1b[?47l"},
@@ -39,7 +45,7 @@ func TestTermModesReset(t *testing.T) {
 		{"printer controller ended", "\x1b[5ix\x1b[4i", ""},
 		{"UTF-8 off", "\x1b%@", "\x1b%G"},
 		{"UTF-8 back on", "\x1b%@\x1b%G", ""},
-		{"aborted by CAN", "\x1b[?1049\x18h", ""},
+		{"aborted by CAN", "\x1b[?1049\x18h", "\r\n"},               // the h is text,
 		{"inside a title", "\x1b]0;\x1b[?1049h\x07", "\x1b[?1049l"}, // ESC ends the string (as xterm)
 		{"inside a DCS", "\x1bPq#0;2;0;0;0\x1b\\", ""},
 	}
@@ -70,7 +76,8 @@ func TestTermModesReset(t *testing.T) {
 // its cursor hidden and its text concealed (as a full-screen program
 // killed before it cleans up does) does not leave it so to the user: art
 // switches those modes off after the session, before it prints anything.
-// One that cleans up adds nothing to the output.
+// One that cleans up adds nothing to the output; one whose last line has
+// no newline gets one, so that art's own line starts a line.
 func TestInteractiveTerminalModesReset(t *testing.T) {
 	requireBwrap(t)
 	tests := []struct {
@@ -78,7 +85,8 @@ func TestInteractiveTerminalModesReset(t *testing.T) {
 	}{
 		{"left on", `printf '\033[?1049h\033[?25l\033[?1000h\033[8mSECRET'`, "SECRET\x1b[?1049l\x1b[?25h\x1b[?1000l\x1b[m"},
 		{"killed", `printf '\033[?1049h\033[?2004h\033[>1uTUI'; kill -KILL $$`, "TUI\x1b[?1049l\x1b[?2004l\x1b[<1u"},
-		{"cleaned up", `printf '\033[?1049h\033[1mx\033[m\033[?1049lDONE'`, "\x1b[?1049lDONE"},
+		{"cleaned up", `printf '\033[?1049h\033[1mx\033[m\033[?1049lDONE\n'`, "\x1b[?1049lDONE\r\n"},
+		{"no final newline", `printf 'abc'`, "abc\r\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
