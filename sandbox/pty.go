@@ -52,9 +52,10 @@ func newPtyIO(stdio Stdio) (*ptyIO, error) {
 		t.modes = &termModes{}
 	}
 	if t.termFile != nil {
-		_ = pty.InheritSize(t.termFile, ptmx)
+		// Notified first, then sized: a resize in between is not lost.
 		t.winch = make(chan os.Signal, 1)
 		signal.Notify(t.winch, syscall.SIGWINCH)
+		_ = pty.InheritSize(t.termFile, ptmx)
 	}
 	if f, ok := stdio.Stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		st, err := term.MakeRaw(int(f.Fd()))
