@@ -82,7 +82,11 @@ func isName(name string, names ...string) bool {
 // an agent's core.worktree=$HOME had the user's next git reset --hard
 // write the agent's .bashrc there): keys
 // as git config --list prints them (lower case section and key, the
-// subsection, if any, as "*").
+// subsection, if any, as "*"). How git packs (pack.threads, the window
+// and depth of gc --aggressive) is inert; how long gc keeps unreachable
+// objects and reflogs (gc.pruneexpire, gc.reflogexpire) is not listed:
+// an agent's "now" would have the user's next git gc drop what they
+// could otherwise recover.
 var safeGitConfig = wordSet(`
 core.repositoryformatversion core.filemode core.bare core.logallrefupdates
 core.ignorecase core.precomposeunicode core.symlinks core.autocrlf core.eol
@@ -105,7 +109,13 @@ extensions.preciousobjects
 color.ui diff.renames diff.algorithm diff.colormoved diff.mnemonicprefix
 diff.noprefix diff.renamelimit diff.indentheuristic status.showuntrackedfiles
 log.date advice.detachedhead index.version feature.manyfiles
-maintenance.auto maintenance.strategy index.sparse`)
+maintenance.auto maintenance.strategy index.sparse
+pack.threads pack.window pack.depth pack.windowmemory pack.compression
+pack.deltacachesize pack.deltacachelimit pack.packsizelimit pack.usebitmaps
+pack.writebitmaphashcache pack.writereverseindex repack.writebitmaps
+repack.usedeltabaseoffset gc.aggressivewindow gc.aggressivedepth
+gc.autopacklimit gc.autodetach core.packedgitwindowsize core.packedgitlimit
+core.deltabasecachesize core.loosecompression`)
 
 // safeGitSections are sections all of whose settings are inert.
 var safeGitSections = wordSet(`advice color user author committer`)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -394,4 +395,24 @@ func withWS(files map[string]string, ws string) map[string]string {
 		out[p] = strings.ReplaceAll(c, "$WS", ws)
 	}
 	return out
+}
+
+// How git packs is inert and pulls without review; how long gc keeps
+// what the user could still recover is not.
+func TestPackSettingsInert(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("skipping: git not installed")
+	}
+	tests := []struct {
+		cfg  string
+		want []string
+	}{
+		{"[pack]\n\tthreads = 1\n\twindow = 250\n\tdepth = 50\n\twindowMemory = 1g\n[gc]\n\taggressiveWindow = 250\n\tautoPackLimit = 0\n[core]\n\tpackedGitLimit = 1g\n\tdeltaBaseCacheSize = 96m\n", nil},
+		{"[gc]\n\tpruneExpire = now\n\treflogExpire = now\n", []string{"gc.pruneexpire", "gc.reflogexpire"}},
+	}
+	for _, tc := range tests {
+		if got := unsafeGitSettings([]byte(tc.cfg), nil, nil); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: held back %q, want %q", tc.cfg, got, tc.want)
+		}
+	}
 }
