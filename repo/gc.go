@@ -14,6 +14,8 @@ import (
 // reach is the set of objects reachable from some roots.
 type reach struct {
 	commits, trees, files map[objects.ID]bool
+	// chunks are chunks extra roots name directly (see ExtraRoots).
+	chunks map[objects.ID]bool
 }
 
 // Roots returns the commits gc must keep: branch tips, HEAD, and the base
@@ -54,11 +56,16 @@ func (r *Repo) Roots() ([]objects.ID, error) {
 }
 
 // ExtraRoots lets layers above the repository (the overlay's upper layers)
-// name content they reference; gc keeps it.
-type ExtraRoots func() (trees, files []objects.ID, err error)
+// name content they reference; gc keeps it. chunks are chunks named as
+// such (an upper layer's blocks), not files: a block holding a whole
+// small file has the id of that content, which is also the id of the
+// file when a commit or push cut it into several chunks, and read as a
+// file it named those chunks and not itself (gc deleted the block's
+// chunk under a live session).
+type ExtraRoots func() (trees, files, chunks []objects.ID, err error)
 
 func (r *Repo) reachable(roots []objects.ID, extra ExtraRoots, strict bool) (*reach, []error) {
-	rc := &reach{commits: map[objects.ID]bool{}, trees: map[objects.ID]bool{}, files: map[objects.ID]bool{}}
+	rc := &reach{commits: map[objects.ID]bool{}, trees: map[objects.ID]bool{}, files: map[objects.ID]bool{}, chunks: map[objects.ID]bool{}}
 	var errs []error
 	var walkTree func(id objects.ID)
 	walkTree = func(id objects.ID) {
@@ -100,7 +107,7 @@ func (r *Repo) reachable(roots []objects.ID, extra ExtraRoots, strict bool) (*re
 		stack = append(stack, c.Parents...)
 	}
 	if extra != nil {
-		trees, files, err := extra()
+		trees, files, chunks, err := extra()
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -109,6 +116,9 @@ func (r *Repo) reachable(roots []objects.ID, extra ExtraRoots, strict bool) (*re
 		}
 		for _, f := range files {
 			rc.files[f] = true
+		}
+		for _, c := range chunks {
+			rc.chunks[c] = true
 		}
 	}
 	return rc, errs
@@ -142,6 +152,19 @@ func (r *Repo) liveObjects(extra ExtraRoots) (*liveSet, error) {
 		for _, c := range refs {
 			chunks[c.ID] = true
 		}
+	}
+	for c := range rc.chunks {
+		if chunks[c] {
+			continue
+		}
+		// Unreadable, it is lost already: say so rather than go on.
+		var one int
+		if err := r.cached().QueryRow(`SELECT 1 FROM chunks WHERE id=?`, c[:]).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("gc: chunk %s of a worktree: %w (run 'art fsck'; nothing was deleted)", c.Short(), objects.ErrNotFound)
+		} else if err != nil {
+			return nil, fmt.Errorf("gc: chunk %s of a worktree: %w (run 'art fsck'; nothing was deleted)", c.Short(), err)
+		}
+		chunks[c] = true
 	}
 	return &liveSet{rc: rc, chunks: chunks}, nil
 }

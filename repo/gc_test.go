@@ -134,6 +134,81 @@ func TestGCKeepsWorktreeContent(t *testing.T) {
 	}
 }
 
+// A block of an upper layer that holds a whole small file has the id of
+// that content, which is also the file's id wherever a push or commit cut
+// the same content into several chunks (files of 16-64 KiB often are).
+// gc read the block's chunk as that file and kept the file's chunks, not
+// the block's: it deleted the chunk under a live session (whose file then
+// read EIO and could not be committed).
+func TestGCKeepsWorktreeBlockNamedLikeAMultiChunkFile(t *testing.T) {
+	// Content under one block (64 KiB) that the chunker cuts in two.
+	var content []byte
+	for seed := int64(1); ; seed++ {
+		b := make([]byte, 60<<10)
+		rand.New(rand.NewSource(seed)).Read(b)
+		if objects.Boundary(b) < len(b) {
+			content = b
+			break
+		}
+	}
+	id := objects.Hash(content)
+	for _, tc := range []struct {
+		name string
+		// pushed: the multi-chunk file is in a commit a branch holds;
+		// otherwise only its (unreachable) chunk list is stored.
+		pushed bool
+	}{
+		{"file in a branch", true},
+		{"file unreachable", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a\n"})
+			if tc.pushed {
+				writeFiles(t, ws, map[string]string{"f": string(content)})
+			}
+			push(t, r, ws, "")
+			tx, _ := r.Begin()
+			if !tc.pushed {
+				if got, _, err := tx.PutFile(bytes.NewReader(content)); err != nil || got != id {
+					t.Fatalf("store the file: %v (id %s, want %s)", err, got.Short(), id.Short())
+				}
+			}
+			tx.Commit()
+			refs, err := r.LoadFileChunks(id)
+			if err != nil || len(refs) < 2 {
+				t.Fatalf("the file is not stored in several chunks: %v %v", refs, err)
+			}
+			w, _, err := r.CreateWorktree("main", "mount", "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The overlay stores the block whole, as one chunk.
+			tx, _ = r.Begin()
+			if err := tx.PutChunkEncoded(id, len(content), objects.EncRaw, content); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(`INSERT INTO upper_blocks(wt, ino, idx, chunk) VALUES(?, 5, 0, ?)`, w.ID, id[:]); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.GC(r.WorktreeRoots); err != nil {
+				t.Fatal(err)
+			}
+			r = reopen(t, r)
+			if _, err := r.LoadChunk(id); err != nil {
+				t.Fatalf("gc deleted the chunk of a worktree's block: %v", err)
+			}
+			if res, err := r.Fsck(nil); err != nil || len(res.Problems) > 0 {
+				t.Fatalf("fsck after gc: %v %v", err, res.Problems)
+			}
+		})
+	}
+}
+
 func TestGCRefusesWhenReachableObjectIsDamaged(t *testing.T) {
 	r := newTestRepo(t)
 	ws := newWorkspace(t, "ws")

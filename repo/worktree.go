@@ -373,31 +373,37 @@ func (tx *Tx) DeleteWorktree(w *Worktree) error {
 	return nil
 }
 
-// WorktreeRoots names what upper layers reference, for gc.
-func (r *Repo) WorktreeRoots() (trees, files []objects.ID, err error) {
+// WorktreeRoots names what upper layers reference, for gc: the base
+// trees and files of their nodes, and the chunks of their blocks (as
+// chunks: see ExtraRoots).
+func (r *Repo) WorktreeRoots() (trees, files, chunks []objects.ID, err error) {
+	// Type 0 marks a block's chunk (no node type is 0).
 	rows, err := r.DB.Query(`SELECT type, base FROM upper_inodes WHERE base IS NOT NULL
-		UNION ALL SELECT 1, chunk FROM upper_blocks`)
+		UNION ALL SELECT 0, chunk FROM upper_blocks`)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var typ int
 		var b []byte
 		if err := rows.Scan(&typ, &b); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		id, err := objects.FromBytes(b)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		if objects.Type(typ) == objects.TypeDir {
+		switch {
+		case typ == 0:
+			chunks = append(chunks, id)
+		case objects.Type(typ) == objects.TypeDir:
 			trees = append(trees, id)
-		} else {
+		default:
 			files = append(files, id)
 		}
 	}
-	return trees, files, rows.Err()
+	return trees, files, chunks, rows.Err()
 }
 
 // ProcessStart returns a process's start time in clock ticks since boot
