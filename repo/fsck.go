@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"strings"
@@ -41,9 +42,19 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 	r.mu.Lock()
 	r.objCache.init()
 	r.mu.Unlock()
+	// And all of it from one snapshot (a read transaction, which takes
+	// no lock): read one table at a time while a session or a push wrote,
+	// rows written after the chunks were read named chunks fsck had not
+	// seen, and it reported hundreds of them "missing or damaged".
+	sqlTx, err := r.DB.BeginTx(context.Background(), &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("fsck: %w", err)
+	}
+	defer sqlTx.Rollback()
+	snap := &Tx{Tx: sqlTx, r: r}
 	// SQLite's own structure first: a damaged page makes everything else moot.
 	say("checking database structure")
-	rows, err := r.DB.Query(`PRAGMA quick_check`)
+	rows, err := snap.Query(`PRAGMA quick_check`)
 	if err != nil {
 		return nil, fmt.Errorf("fsck: %w", err)
 	}
@@ -58,7 +69,7 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 
 	say("checking chunks")
 	chunkSize := map[objects.ID]int64{}
-	rows, err = r.DB.Query(`SELECT id, size, enc, data FROM chunks`)
+	rows, err = snap.Query(`SELECT id, size, enc, data FROM chunks`)
 	if err != nil {
 		return nil, fmt.Errorf("fsck: %w", err)
 	}
@@ -90,7 +101,7 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 	rows.Close()
 
 	say("checking files")
-	rows, err = r.DB.Query(`SELECT id, size, chunks FROM files`)
+	rows, err = snap.Query(`SELECT id, size, chunks FROM files`)
 	if err != nil {
 		return nil, fmt.Errorf("fsck: %w", err)
 	}
@@ -148,7 +159,7 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 		}
 		h := objects.NewHasher()
 		for _, c := range refs {
-			data, err := r.LoadChunk(c.ID)
+			data, err := loadChunk(snap, c.ID)
 			if err != nil {
 				bad("file", f.id.String(), "%v", err)
 				ok = false
@@ -185,7 +196,7 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 	say("checking trees")
 	treeOK := map[objects.ID]bool{}
 	var treeIDs []objects.ID
-	rows, err = r.DB.Query(`SELECT id FROM trees`)
+	rows, err = snap.Query(`SELECT id FROM trees`)
 	if err != nil {
 		return nil, fmt.Errorf("fsck: %w", err)
 	}
@@ -203,7 +214,7 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 	trees := map[objects.ID]*objects.Tree{}
 	for _, id := range treeIDs {
 		res.Trees++
-		t, err := r.LoadTree(id)
+		t, err := snap.LoadTree(id)
 		if err != nil {
 			bad("tree", id.String(), "%v", unwrapRepo(err))
 			continue
@@ -231,7 +242,7 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 	say("checking commits")
 	commitOK := map[objects.ID]bool{}
 	var commitIDs []objects.ID
-	rows, err = r.DB.Query(`SELECT id FROM commits`)
+	rows, err = snap.Query(`SELECT id FROM commits`)
 	if err != nil {
 		return nil, fmt.Errorf("fsck: %w", err)
 	}
@@ -249,7 +260,7 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 	commits := map[objects.ID]*objects.Commit{}
 	for _, id := range commitIDs {
 		res.Commits++
-		c, err := r.LoadCommit(id)
+		c, err := snap.LoadCommit(id)
 		if err != nil {
 			bad("commit", id.String(), "%v", unwrapRepo(err))
 			continue
@@ -272,7 +283,7 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 	}
 
 	say("checking refs")
-	bs, err := r.Branches()
+	bs, err := listBranches(snap)
 	if err != nil {
 		bad("ref", "*", "%v", err)
 	}
@@ -285,12 +296,12 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 			bad("ref", b.Name, "points at missing or damaged commit %s", b.Commit)
 		}
 	}
-	if h, err := r.Head(); err != nil {
+	if h, err := snap.Head(); err != nil {
 		bad("head", "HEAD", "%v", err)
 	} else if h.Detached() && !commitOK[h.Commit] {
 		bad("head", "HEAD", "points at missing or damaged commit %s", h.Commit)
 	}
-	rows, err = r.DB.Query(`SELECT id, base FROM worktrees`)
+	rows, err = snap.Query(`SELECT id, base FROM worktrees`)
 	if err == nil {
 		for rows.Next() {
 			var wid int64
@@ -304,7 +315,7 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 		rows.Close()
 	}
 	say("checking worktrees")
-	if err := r.fsckUpper(bad, hasFile, treeOK, chunkSize, contentSize); err != nil {
+	if err := fsckUpper(snap, bad, hasFile, treeOK, chunkSize, contentSize); err != nil {
 		return nil, fmt.Errorf("fsck: %w", err)
 	}
 	return res, nil
@@ -313,10 +324,10 @@ func (r *Repo) Fsck(progress func(string)) (*FsckResult, error) {
 // fsckUpper checks the upper layers of live and interrupted worktrees:
 // what they name must be stored, or 'art commit' of the pending work
 // fails (and gc refuses to run) with nothing said before.
-func (r *Repo) fsckUpper(bad func(kind, id, format string, args ...any), hasFile func(objects.ID) bool,
+func fsckUpper(snap *Tx, bad func(kind, id, format string, args ...any), hasFile func(objects.ID) bool,
 	treeOK map[objects.ID]bool, chunkSize map[objects.ID]int64, contentSize func(objects.ID) int64) error {
 	// Rows of no worktree, and any other broken foreign key.
-	rows, err := r.DB.Query(`PRAGMA foreign_key_check`)
+	rows, err := snap.Query(`PRAGMA foreign_key_check`)
 	if err != nil {
 		return err
 	}
@@ -331,7 +342,7 @@ func (r *Repo) fsckUpper(bad func(kind, id, format string, args ...any), hasFile
 		bad("database", table, "a row names a missing %s row", parent)
 	}
 	rows.Close()
-	rows, err = r.DB.Query(`SELECT wt, ino, type, base, base_size FROM upper_inodes WHERE base IS NOT NULL`)
+	rows, err = snap.Query(`SELECT wt, ino, type, base, base_size FROM upper_inodes WHERE base IS NOT NULL`)
 	if err != nil {
 		return err
 	}
@@ -359,7 +370,7 @@ func (r *Repo) fsckUpper(bad func(kind, id, format string, args ...any), hasFile
 		}
 	}
 	rows.Close()
-	rows, err = r.DB.Query(`SELECT wt, ino, idx, chunk FROM upper_blocks`)
+	rows, err = snap.Query(`SELECT wt, ino, idx, chunk FROM upper_blocks`)
 	if err != nil {
 		return err
 	}
@@ -382,7 +393,7 @@ func (r *Repo) fsckUpper(bad func(kind, id, format string, args ...any), hasFile
 	// the name would vanish from the mount and from the commit. (0 is a
 	// whiteout; entries of a directory without a row are garbage the
 	// overlay skips.)
-	rows, err = r.DB.Query(`SELECT d.wt, d.dir, d.name, d.ino FROM upper_dirents d
+	rows, err = snap.Query(`SELECT d.wt, d.dir, d.name, d.ino FROM upper_dirents d
 		JOIN upper_inodes p ON p.wt=d.wt AND p.ino=d.dir AND p.nlink > 0
 		WHERE d.ino != 0 AND NOT EXISTS (SELECT 1 FROM upper_inodes i WHERE i.wt=d.wt AND i.ino=d.ino)`)
 	if err != nil {

@@ -128,8 +128,10 @@ type Branch struct {
 }
 
 // Branches lists branches sorted by name.
-func (r *Repo) Branches() ([]Branch, error) {
-	rows, err := r.DB.Query(`SELECT name, commit_id FROM refs ORDER BY name`)
+func (r *Repo) Branches() ([]Branch, error) { return listBranches(r.DB) }
+
+func listBranches(q rowsQuerier) ([]Branch, error) {
+	rows, err := q.Query(`SELECT name, commit_id FROM refs ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list branches: %w", err)
 	}

@@ -57,6 +57,20 @@ func (r *Repo) loadChunk(q querier, id objects.ID, cache bool) ([]byte, error) {
 		return v, nil
 	}
 	r.mu.Unlock()
+	raw, err := loadChunk(q, id)
+	if err != nil {
+		return nil, err
+	}
+	if cache {
+		r.mu.Lock()
+		r.chunks.add(id, raw, len(raw))
+		r.mu.Unlock()
+	}
+	return raw, nil
+}
+
+// loadChunk reads and verifies a chunk through q, bypassing the cache.
+func loadChunk(q querier, id objects.ID) ([]byte, error) {
 	var size, enc int
 	var data []byte
 	err := q.QueryRow(`SELECT size, enc, data FROM chunks WHERE id=?`, id[:]).Scan(&size, &enc, &data)
@@ -72,11 +86,6 @@ func (r *Repo) loadChunk(q querier, id objects.ID, cache bool) ([]byte, error) {
 	}
 	if len(raw) != size || objects.Hash(raw) != id {
 		return nil, fmt.Errorf("chunk %s: %w: content does not match its id", id, objects.ErrCorrupt)
-	}
-	if cache {
-		r.mu.Lock()
-		r.chunks.add(id, raw, len(raw))
-		r.mu.Unlock()
 	}
 	return raw, nil
 }
