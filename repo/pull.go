@@ -60,27 +60,43 @@ func (p *puller) hostConflicts() []string {
 	return out
 }
 
+// bothChanged are the host's changes among the conflicts that the commit
+// changed too since the host last synced: a push would conflict on those
+// (the others it records as the host has them).
+func (p *puller) bothChanged() []string {
+	var out []string
+	for _, c := range p.hostConflicts() {
+		if !p.hostOnly[c] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // pullAdvice ends a refused pull's list: what to do with the host's
 // changes, when there are any, then what --force does.
 func (p *puller) pullAdvice(branch string) string {
-	host := p.hostConflicts()
 	switch {
-	case len(host) == 0:
+	case len(p.hostConflicts()) == 0:
 		return "nothing listed changed on the host: review it, then pull with --force, which writes what the commit holds"
-	case GitMergeAdvice(host, "", "", "") != "":
-		// A push would conflict on the same git files: gitAdvice.
+	case GitMergeAdvice(p.bothChanged(), "", "", "") != "":
+		// A push would conflict on the same git files: gitAdvice. Git
+		// files the host alone changed (the user's commit on a
+		// branch whose session did not commit) a push records, as
+		// any other.
 		return "--force writes what the commit holds"
 	}
 	return p.r.pushFirstAdvice(branch) + "; --force writes what the commit holds"
 }
 
-// gitAdvice is GitMergeAdvice for the host's changes among the conflicts.
+// gitAdvice is GitMergeAdvice for the host's changes among the conflicts
+// that the commit changed too.
 func (p *puller) gitAdvice(o PullOptions, name string) string {
 	rev := o.Branch
 	if rev == "" || rev == DetachedHead {
 		rev = o.Commit.Short()
 	}
-	return GitMergeAdvice(p.hostConflicts(), p.r.Path, name, rev)
+	return GitMergeAdvice(p.bothChanged(), p.r.Path, name, rev)
 }
 
 // pushFirstAdvice is what a refused pull of a commit (the tip of branch,
@@ -186,10 +202,14 @@ type puller struct {
 	// have git run, no change on the host (pullAdvice).
 	riskConflicts map[string]bool
 	risksOnly     bool // planning for GitRisks only: skip what is as pushed
-	// syncedNames caches the names of each directory's sync-state row
-	// (deletedOnHost); emptied is a host workspace with nothing in it.
-	syncedNames map[string]map[string]bool
+	// syncedNames caches the entries of each directory's sync-state row
+	// (syncedIn); emptied is a host workspace with nothing in it.
+	syncedNames map[string]map[string]syncedEntry
 	emptied     bool
+	// hostOnly are the conflicts, as listed, of paths the commit holds
+	// as the host last synced them: changed (or deleted) on the host
+	// alone, which a push records without a conflict of its own.
+	hostOnly map[string]bool
 }
 
 // CheckPullTarget refuses targets that are, or lie inside, a symlink.
@@ -542,33 +562,63 @@ func (p *puller) planRootMode(root *pullNode, dir, name string) bool {
 	return true
 }
 
-// deletedOnHost reports whether the sync state holds name in the host
-// directory dir (relative), which the scan did not find: the user deleted
-// it. A workspace the host emptied entirely (or a first pull) takes the
-// commit whole: deleting everything to pull a fresh copy is common.
-func (p *puller) deletedOnHost(dir, name string) bool {
+// syncedIn returns what the sync state holds for name in the host
+// directory dir (relative). For a name the scan did not find, ok says
+// the user deleted it. A workspace the host emptied entirely (or a first
+// pull) takes the commit whole: deleting everything to pull a fresh copy
+// is common.
+func (p *puller) syncedIn(dir, name string) (syncedEntry, bool) {
 	if p.emptied {
-		return false
+		return syncedEntry{}, false
 	}
 	if p.syncedNames == nil {
-		p.syncedNames = map[string]map[string]bool{}
+		p.syncedNames = map[string]map[string]syncedEntry{}
 		root := p.host[""]
 		if root == nil || len(root.kids) == 0 {
 			p.emptied = true
-			return false
+			return syncedEntry{}, false
 		}
 	}
 	names, ok := p.syncedNames[dir]
 	if !ok {
-		names = map[string]bool{}
+		names = map[string]syncedEntry{}
 		if row, ok := p.sc.synced[dir]; ok {
-			if _, err := decodeSyncRow(dir, row, func(n string, _ *syncedEntry) { names[n] = true }); err != nil {
-				names = map[string]bool{} // a damaged row: never synced
+			if _, err := decodeSyncRow(dir, row, func(n string, e *syncedEntry) { names[n] = *e }); err != nil {
+				names = map[string]syncedEntry{} // a damaged row: never synced
 			}
 		}
 		p.syncedNames[dir] = names
 	}
-	return names[name]
+	e, ok := names[name]
+	return e, ok
+}
+
+// keptSince reports whether the commit's entry e is what the host last
+// synced there (s): a conflict on it is the host's change alone.
+// Directories never are (what is below them may differ).
+func keptSince(s *syncedEntry, e *objects.Entry) bool {
+	if s == nil || s.typ != e.Type || e.Type == objects.TypeDir || !modeKept(s.mode, e.Mode) {
+		return false
+	}
+	switch e.Type {
+	case objects.TypeFile:
+		return s.id == e.ID
+	case objects.TypeSymlink:
+		return s.target == e.Target
+	}
+	return true
+}
+
+// conflictHostOnly records a conflict as conflict does, marking it as
+// the host's change alone when hostOnly.
+func (p *puller) conflictHostOnly(rel, why string, hostOnly bool) {
+	p.conflict(rel, why)
+	if hostOnly {
+		if p.hostOnly == nil {
+			p.hostOnly = map[string]bool{}
+		}
+		p.hostOnly[p.conflicts[len(p.conflicts)-1]] = true
+	}
 }
 
 // sameContent reports whether the host entry already holds the stored one
@@ -604,7 +654,7 @@ const ignoreFileChanged = "changed in the commit; it decides what push leaves ou
 // whether the host still has what it last synced. One line per path: an
 // .artignore changed on both sides was listed twice, with advice for
 // each that did not resolve the other.
-func (p *puller) conflictOnContent(rel string, h *hostEntry, unchangedOnHost bool) {
+func (p *puller) conflictOnContent(rel string, h *hostEntry, e *objects.Entry, unchangedOnHost bool) {
 	switch {
 	case isIgnoreFile(rel) && !unchangedOnHost:
 		p.conflict(rel, "changed on the host and in the commit; it decides what push leaves out: compare the two, then pull with --force to take the commit's, or push yours to a new branch with -b NAME")
@@ -614,7 +664,7 @@ func (p *puller) conflictOnContent(rel string, h *hostEntry, unchangedOnHost boo
 	case h.old == nil:
 		p.conflict(rel, "made on the host, where the commit has another")
 	default:
-		p.conflict(rel, "changed on the host")
+		p.conflictHostOnly(rel, "changed on the host", keptSince(h.old, e))
 	}
 }
 
@@ -696,7 +746,12 @@ func (p *puller) plan(n *pullNode) error {
 		switch {
 		case h == nil:
 			kid.op = opWrite
-			if n.host != nil && n.host.typ == objects.TypeDir && p.deletedOnHost(n.rel, e.Name) {
+			var s syncedEntry
+			deleted := false
+			if n.host != nil && n.host.typ == objects.TypeDir {
+				s, deleted = p.syncedIn(n.rel, e.Name)
+			}
+			if deleted {
 				// The user's deletion is a change too: a pull that
 				// wrote the entry back undid it, and the next push
 				// recorded it again.
@@ -706,7 +761,7 @@ func (p *puller) plan(n *pullNode) error {
 				// the directory empty and recorded the workspace as
 				// synced with the commit, and the next push recorded
 				// every file below as deleted.
-				p.conflict(rel, "deleted on the host")
+				p.conflictHostOnly(rel, "deleted on the host", keptSince(&s, e))
 			}
 			if e.Type == objects.TypeDir {
 				p.checkDirMode(kid, noMode)
@@ -783,7 +838,7 @@ func (p *puller) plan(n *pullNode) error {
 					return err
 				}
 			}
-			p.conflictOnContent(rel, h, ok)
+			p.conflictOnContent(rel, h, e, ok)
 		}
 		if err := p.checkGitRisk(gitDir, n, kid); err != nil {
 			return err
