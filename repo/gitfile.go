@@ -63,14 +63,18 @@ func inGitDir(line string) bool {
 // refusal otherwise advises: "make those paths here as they are on the
 // branch", or --force) left the user's own commits unreferenced, their
 // reflog replaced. git merges them: the revision is pulled into another
-// directory of the workspace's name and fetched from there. "" when no
-// conflict is in a .git directory.
-func GitMergeAdvice(conflicts []string, db, ws, rev string) string {
+// directory of the workspace's name and fetched from there into the
+// workspace dir. That directory is a new private one (mktemp -d): the
+// fixed /tmp/art-WS/WS advised before was made readable by every local
+// user (the whole workspace and its history), and one another user
+// made first was theirs, who could put a repository of their own in
+// its place before the fetch. "" when no conflict is in a .git
+// directory.
+func GitMergeAdvice(conflicts []string, db, dir, ws, rev string) string {
 	for _, c := range conflicts {
 		if inGitDir(c) {
-			other := "/tmp/art-" + ws + "/" + ws
-			return fmt.Sprintf("\n(paths in .git are git's own records: merge the two histories with git, not by taking one side's files: 'art pull -d %s -m %s --commit %s', then, in this workspace, 'git fetch %s HEAD:from-art' and merge from-art)",
-				QuotePath(db), QuotePath(other), QuotePath(rev), QuotePath(other))
+			return fmt.Sprintf("\n(paths in .git are git's own records: merge the two histories with git, not by taking one side's files; this pulls %s into a new private directory and fetches it into the workspace's git as from-art, to merge from there, with this command)\n  d=$(mktemp -d) && art pull -q -d %s -m \"$d\"/%s --commit %s && git -C %s fetch \"$d\"/%s HEAD:from-art",
+				QuotePath(rev), ShellArg(db), ShellArg(ws), ShellArg(rev), ShellArg(dir), ShellArg(ws))
 		}
 	}
 	return ""

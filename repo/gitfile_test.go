@@ -78,16 +78,30 @@ func TestGitMergeAdvice(t *testing.T) {
 		{[]string{". (its mode, changed here and on the branch)"}, false},
 		{nil, false},
 	} {
-		got := GitMergeAdvice(tc.conflicts, "/w/ws/.art/art.db", "ws", "attempt1")
+		got := GitMergeAdvice(tc.conflicts, "/w/ws/.art/art.db", "/w/ws", "ws", "attempt1")
 		if (got != "") != tc.want {
 			t.Errorf("GitMergeAdvice(%q) = %q, want advice: %v", tc.conflicts, got, tc.want)
 		}
 		if tc.want {
-			for _, s := range []string{"'art pull -d /w/ws/.art/art.db -m /tmp/art-ws/ws --commit attempt1'", "'git fetch /tmp/art-ws/ws HEAD:from-art'"} {
-				if !strings.Contains(got, s) {
-					t.Errorf("GitMergeAdvice(%q) = %q, lacks %q", tc.conflicts, got, s)
-				}
+			s := `d=$(mktemp -d) && art pull -q -d /w/ws/.art/art.db -m "$d"/ws --commit attempt1 && git -C /w/ws fetch "$d"/ws HEAD:from-art`
+			if !strings.HasSuffix(got, "\n  "+s) {
+				t.Errorf("GitMergeAdvice(%q) = %q, does not end in %q", tc.conflicts, got, s)
 			}
+		}
+	}
+	// The command runs as printed: the paths are quoted for the shell,
+	// and it never names a fixed directory in /tmp.
+	for _, tc := range []struct{ db, dir, ws, rev, want string }{
+		{"/w/my ws/.art/art.db", "/w/my ws", "my ws", "main",
+			`art pull -q -d '/w/my ws/.art/art.db' -m "$d"/'my ws' --commit main && git -C '/w/my ws' fetch "$d"/'my ws' HEAD:from-art`},
+		{"/w/it's/db", "/w/it's/a$b", "a$b", "1a2b3c4d",
+			`art pull -q -d '/w/it'\''s/db' -m "$d"/'a$b' --commit 1a2b3c4d && git -C '/w/it'\''s/a$b' fetch "$d"/'a$b' HEAD:from-art`},
+		{"/w/x/db", "/w/x/-ws", "-ws", "feature/x",
+			`art pull -q -d /w/x/db -m "$d"/-ws --commit feature/x && git -C /w/x/-ws fetch "$d"/-ws HEAD:from-art`},
+	} {
+		got := GitMergeAdvice([]string{".git/index (changed on the host)"}, tc.db, tc.dir, tc.ws, tc.rev)
+		if !strings.HasSuffix(got, tc.want) || strings.Contains(got, "/tmp/") {
+			t.Errorf("GitMergeAdvice(%q, %q, %q, %q) = %q, want it to end in %q", tc.db, tc.dir, tc.ws, tc.rev, got, tc.want)
 		}
 	}
 }

@@ -79,7 +79,7 @@ func (p *puller) pullAdvice(branch string) string {
 	switch {
 	case len(p.hostConflicts()) == 0:
 		return "nothing listed changed on the host: review it, then pull with --force, which writes what the commit holds"
-	case GitMergeAdvice(p.bothChanged(), "", "", "") != "":
+	case GitMergeAdvice(p.bothChanged(), "", "", "", "") != "":
 		// A push would conflict on the same git files: gitAdvice. Git
 		// files the host alone changed (the user's commit on a
 		// branch whose session did not commit) a push records, as
@@ -96,7 +96,7 @@ func (p *puller) gitAdvice(o PullOptions, name string) string {
 	if rev == "" || rev == DetachedHead {
 		rev = o.Commit.Short()
 	}
-	return GitMergeAdvice(p.bothChanged(), p.r.Path, name, rev)
+	return GitMergeAdvice(p.bothChanged(), p.r.Path, p.dir, name, rev)
 }
 
 // pushFirstAdvice is what a refused pull of a commit (the tip of branch,

@@ -514,7 +514,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 				// Made as on the branch, git's own files (refs, logs)
 				// drop the host's commits: git merges those instead.
 				orMake := fmt.Sprintf(", or make those paths here as they are on %s and push again", onto)
-				git := GitMergeAdvice(m.conflicts, tx.r.Path, name, onto)
+				git := GitMergeAdvice(m.conflicts, tx.r.Path, dir, name, onto)
 				if git != "" {
 					orMake = ""
 				}

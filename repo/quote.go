@@ -70,6 +70,25 @@ func EscapeControls(s string) string {
 	return b.String()
 }
 
+// ShellArg quotes s as one word of a POSIX shell command that advice
+// prints for the user to run: as it is when made of characters no shell
+// treats specially, else in single quotes. A word the terminal must not
+// see as it is (QuotePath) is printed as QuotePath prints it instead.
+func ShellArg(s string) string {
+	if needsQuote(s) {
+		return QuotePath(s)
+	}
+	plain := s != ""
+	for i := 0; i < len(s) && plain; i++ {
+		c := s[i]
+		plain = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_./:@%+=,", c) >= 0
+	}
+	if plain {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 func needsQuote(p string) bool {
 	for _, r := range p {
 		if r < 0x20 || r >= 0x7f && r <= 0x9f || r == '"' || r == '\\' || r == utf8.RuneError || unicode.Is(unicode.Cf, r) {
