@@ -80,8 +80,8 @@ run the same pull again to finish it; art status says so until then.`,
 			fmt.Fprintf(g.stdout, "pulled %s into %s: %d created, %d updated, %d deleted%s\n", id.Short(), abs, res.Created, res.Updated, res.Deleted, ignored)
 			if !res.ReplacedPush.IsZero() {
 				// Said even with -q: the host's own changes left it.
-				fmt.Fprintf(g.stderr, "art: note: %s does not build on %s's last push (%s): what that push recorded was replaced here; the repository keeps it ('art pull -m %s --commit %s' brings it back)\n",
-					id.Short(), abs, res.ReplacedPush.Short(), abs, res.ReplacedPush.Short())
+				fmt.Fprintf(g.stderr, "art: note: %s does not build on %s's last push (%s): what that push recorded was replaced here; the repository keeps it ('%s' brings it back)\n",
+					id.Short(), abs, res.ReplacedPush.Short(), g.pullCommand(abs, res.ReplacedPush.Short()))
 			}
 			return nil
 		},

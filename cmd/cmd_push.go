@@ -79,10 +79,11 @@ change.`,
 			}
 			// 'art pull' alone pulls HEAD: after a push onto another
 			// branch it replaced the host's changes with HEAD's commit.
-			pull := "art pull -m " + abs
+			pullRev := ""
 			if h, err := r.Head(); res.Branch != "" && (err != nil || h.Branch != res.Branch) {
-				pull += " --commit " + res.Branch
+				pullRev = res.Branch
 			}
+			pull := g.pullCommand(abs, pullRev)
 			if res.Unchanged {
 				if res.MergedSince.IsZero() {
 					fmt.Fprintf(g.stdout, "nothing to push: %s holds what %s (%s) has; no commit recorded (--allow-empty records one)\n", abs, where, res.Commit.Short())

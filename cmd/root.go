@@ -371,3 +371,19 @@ func adviseOnRepoError(stderr io.Writer, err error, path string) {
 		fmt.Fprintln(stderr, "art: the filesystem holding the repository is full; what failed was not recorded. Free some space there (df -h on the repository's directory), then run the command again; art gc too needs a little room to run")
 	}
 }
+
+// pullCommand is the 'art pull' that advice prints for workspace abs
+// (and revision rev, if not ""), runnable as printed: its words quoted
+// for the shell, and the repository named with -d when the command was
+// given one (from abs, discovery finds another repository or none).
+func (g *globals) pullCommand(abs, rev string) string {
+	s := "art pull"
+	if g.db != "" && g.repoPath != "" {
+		s += " -d " + repo.ShellArg(g.repoPath)
+	}
+	s += " -m " + repo.ShellArg(abs)
+	if rev != "" {
+		s += " --commit " + repo.ShellArg(rev)
+	}
+	return s
+}
