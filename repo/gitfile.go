@@ -73,8 +73,8 @@ func inGitDir(line string) bool {
 func GitMergeAdvice(conflicts []string, db, dir, ws, rev string) string {
 	for _, c := range conflicts {
 		if inGitDir(c) {
-			return fmt.Sprintf("\n(paths in .git are git's own records: merge the two histories with git, not by taking one side's files; this pulls %s into a new private directory and fetches it into the workspace's git as from-art, to merge from there, with this command)\n  d=$(mktemp -d) && art pull -q -d %s -m \"$d\"/%s --commit %s && git -C %s fetch \"$d\"/%s HEAD:from-art",
-				QuotePath(rev), ShellArg(db), ShellArg(ws), ShellArg(rev), ShellArg(dir), ShellArg(ws))
+			return fmt.Sprintf("\n(paths in .git are git's own records: merge the two histories with git, not by taking one side's files; this pulls %s into a new private directory and fetches it into the workspace's git as from-art, to merge from there, with this command; once merged, record the workspace on a new branch, 'art push -d %s -m %s -b NAME': %s changed those files too, so a push onto it stops here again)\n  d=$(mktemp -d) && art pull -q -d %s -m \"$d\"/%s --commit %s && git -C %s fetch \"$d\"/%s HEAD:from-art",
+				QuotePath(rev), ShellArg(db), ShellArg(dir), QuotePath(rev), ShellArg(db), ShellArg(ws), ShellArg(rev), ShellArg(dir), ShellArg(ws))
 		}
 	}
 	return ""
