@@ -93,11 +93,24 @@ func (t *ptyIO) resize() {
 // SIGCONT, raw mode again (the shell restored its own modes when art was
 // stopped; in the background, tcsetattr stops art again with SIGTTOU,
 // as it does vim, until fg) and the size the window took meanwhile.
-func (t *ptyIO) onSignal(sig os.Signal) {
-	if sig == syscall.SIGCONT && t.rawState != nil {
+//
+// Any signal checks the modes, not only SIGCONT: the two share a channel
+// of one, so a SIGCONT that came while a SIGWINCH waited there was
+// dropped, and that SIGWINCH now finds the terminal cooked. Reading the
+// modes (tcgetattr) never stops a background process; only setting them
+// does, so raw mode is set only when the modes are not raw.
+func (t *ptyIO) onSignal() {
+	if t.rawState != nil && !isRaw(t.rawFd) {
 		_, _ = term.MakeRaw(t.rawFd)
 	}
 	t.resize()
+}
+
+// isRaw reports whether terminal fd neither echoes nor edits lines (as
+// term.MakeRaw leaves it); true when it cannot be read.
+func isRaw(fd int) bool {
+	tio, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	return err != nil || tio.Lflag&(unix.ICANON|unix.ECHO) == 0
 }
 
 // start begins copying once the child holds the pty.

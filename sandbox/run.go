@@ -349,8 +349,8 @@ loop:
 			graceC = nil
 			forced = true
 			killAll()
-		case sig := <-tio.winchChan():
-			tio.onSignal(sig)
+		case <-tio.winchChan():
+			tio.onSignal()
 		}
 	}
 	// bwrap is gone. Make sure nothing of the sandbox survives it: its pid 1

@@ -642,31 +642,37 @@ func TestInteractiveUnreadInputDoesNotDelayEnd(t *testing.T) {
 // Continued after a stop (kill -STOP, then fg), an interactive run puts
 // its terminal back in raw mode: the shell had restored its own modes, and
 // art went on with a cooked terminal, every key echoed twice and Ctrl-C
-// ending the session instead of reaching the agent.
+// ending the session instead of reaching the agent. A SIGWINCH does too:
+// the two share a channel of one, where a SIGCONT that came while a
+// SIGWINCH waited was dropped.
 func TestInteractiveRawAgainAfterStop(t *testing.T) {
 	requireBwrap(t)
-	tt := newTestTerm(t)
-	cooked := *tt.termios(t)
-	cfg := baseConfig(t, "sh", "-c", "echo READY; sleep 3")
-	var raw, after unix.Termios
-	_, err := runInteractive(t, tt, cfg, func() {
-		tt.waitFor(t, "READY")
-		raw = *tt.termios(t)
-		// What the shell does when art stops, then fg's SIGCONT.
-		if err := unix.IoctlSetTermios(int(tt.s.Fd()), unix.TCSETS, &cooked); err != nil {
-			t.Error(err)
-		}
-		syscall.Kill(os.Getpid(), syscall.SIGCONT)
-		time.Sleep(300 * time.Millisecond)
-		after = *tt.termios(t)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if raw.Lflag&(unix.ICANON|unix.ECHO|unix.ISIG) != 0 {
-		t.Fatalf("not raw while the session runs: lflag %#o", raw.Lflag)
-	}
-	if after != raw {
-		t.Errorf("after SIGCONT: lflag %#o iflag %#o, want raw as before the stop (lflag %#o iflag %#o)", after.Lflag, after.Iflag, raw.Lflag, raw.Iflag)
+	for _, sig := range []syscall.Signal{syscall.SIGCONT, syscall.SIGWINCH} {
+		t.Run(sig.String(), func(t *testing.T) {
+			tt := newTestTerm(t)
+			cooked := *tt.termios(t)
+			cfg := baseConfig(t, "sh", "-c", "echo READY; sleep 3")
+			var raw, after unix.Termios
+			_, err := runInteractive(t, tt, cfg, func() {
+				tt.waitFor(t, "READY")
+				raw = *tt.termios(t)
+				// What the shell does when art stops, then fg's SIGCONT.
+				if err := unix.IoctlSetTermios(int(tt.s.Fd()), unix.TCSETS, &cooked); err != nil {
+					t.Error(err)
+				}
+				syscall.Kill(os.Getpid(), sig)
+				time.Sleep(300 * time.Millisecond)
+				after = *tt.termios(t)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if raw.Lflag&(unix.ICANON|unix.ECHO|unix.ISIG) != 0 {
+				t.Fatalf("not raw while the session runs: lflag %#o", raw.Lflag)
+			}
+			if after != raw {
+				t.Errorf("after %v: lflag %#o iflag %#o, want raw as before the stop (lflag %#o iflag %#o)", sig, after.Lflag, after.Iflag, raw.Lflag, raw.Iflag)
+			}
+		})
 	}
 }
