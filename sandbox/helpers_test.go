@@ -174,6 +174,12 @@ func sh(t *testing.T, script string) runOut {
 	return o
 }
 
+// marked is a sleep duration (N.PIDs: about N seconds) that marks the
+// sandbox processes of this test process: a fixed one matched those of the
+// same test run by another clone's tests on the same machine, which
+// processesWith then reported as survivors.
+func marked(n int) string { return fmt.Sprintf("%d.%ds", n, os.Getpid()) }
+
 // processesWith lists host pids whose command line contains marker.
 func processesWith(marker string) []int {
 	var pids []int

@@ -31,7 +31,8 @@ func TestParseSize(t *testing.T) {
 
 func TestPidsLimit(t *testing.T) {
 	requireBwrap(t)
-	cfg := baseConfig(t, "sh", "-c", `i=0; while [ $i -lt 200 ]; do sleep 987080 & i=$((i+1)); echo $i; done`)
+	m := marked(987080)
+	cfg := baseConfig(t, "sh", "-c", `i=0; while [ $i -lt 200 ]; do sleep `+m+` & i=$((i+1)); echo $i; done`)
 	cfg.Pids = 30
 	begin := time.Now()
 	o := run(t, cfg, "")
@@ -55,7 +56,7 @@ func TestPidsLimit(t *testing.T) {
 	if d := time.Since(begin); d > 20*time.Second {
 		t.Errorf("Run took %v to return", d)
 	}
-	if pids := processesWith("sleep 987080"); len(pids) > 0 {
+	if pids := processesWith("sleep " + m); len(pids) > 0 {
 		// The background sleeps must die with the sandbox, long before they end.
 		t.Errorf("background children survived: %v", pids)
 	}
@@ -71,7 +72,8 @@ func TestPidsLimit(t *testing.T) {
 // explicit Pids replaces it.
 func TestTaskCap(t *testing.T) {
 	requireBwrap(t)
-	const script = `grep '^Max processes' /proc/self/limits; i=0; while [ $i -lt 100 ]; do sleep 987081 & i=$((i+1)); echo $i; done`
+	m := marked(987081)
+	script := `grep '^Max processes' /proc/self/limits; i=0; while [ $i -lt 100 ]; do sleep ` + m + ` & i=$((i+1)); echo $i; done`
 	cases := []struct {
 		name      string
 		cap, pids int
@@ -99,7 +101,7 @@ func TestTaskCap(t *testing.T) {
 			if capped := started < 100; capped != c.capped {
 				t.Errorf("started %d of 100 background processes: capped %v, want %v (stderr %q)", started, capped, c.capped, o.Stderr)
 			}
-			if pids := processesWith("sleep 987081"); len(pids) > 0 {
+			if pids := processesWith("sleep " + m); len(pids) > 0 {
 				t.Errorf("background children survived: %v", pids)
 			}
 		})

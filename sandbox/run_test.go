@@ -219,7 +219,8 @@ func TestUserSpecs(t *testing.T) {
 
 func TestTimeoutKillsWholeTree(t *testing.T) {
 	requireBwrap(t)
-	cfg := baseConfig(t, "sh", "-c", "sleep 987001 & (sleep 987002 &) ; setsid sleep 987003 & echo started; sleep 987004")
+	m1, m2, m3, m4 := marked(987001), marked(987002), marked(987003), marked(987004)
+	cfg := baseConfig(t, "sh", "-c", "sleep "+m1+" & (sleep "+m2+" &) ; setsid sleep "+m3+" & echo started; sleep "+m4)
 	cfg.Timeout = 4 * time.Second // the clock starts before bwrap: room for a loaded machine to print "started"
 	begin := time.Now()
 	o := run(t, cfg, "")
@@ -235,7 +236,7 @@ func TestTimeoutKillsWholeTree(t *testing.T) {
 	if o.Stdout != "started\n" {
 		t.Errorf("stdout %q", o.Stdout)
 	}
-	for _, m := range []string{"987001", "987002", "987003", "987004"} {
+	for _, m := range []string{m1, m2, m3, m4} {
 		if pids := processesWith("sleep " + m); len(pids) > 0 {
 			t.Errorf("process 'sleep %s' survived: pids %v", m, pids)
 		}
@@ -246,11 +247,12 @@ func TestContextCancel(t *testing.T) {
 	requireBwrap(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
-	res, err := Run(ctx, baseConfig(t, "sleep", "987010"), Stdio{})
+	m := marked(987010)
+	res, err := Run(ctx, baseConfig(t, "sleep", m), Stdio{})
 	if err != context.Canceled || res.ExitCode != 137 || res.TimedOut {
 		t.Errorf("got %+v, %v", res, err)
 	}
-	if pids := processesWith("sleep 987010"); len(pids) > 0 {
+	if pids := processesWith(m); len(pids) > 0 {
 		t.Errorf("survivors %v", pids)
 	}
 }

@@ -266,7 +266,8 @@ func TestRunInSchedGroup(t *testing.T) {
 	if _, _, ok := schedGroupRoot(); !ok {
 		t.Skip("this host needs no scheduling group: autogroup off, the process already in a cpu cgroup, or no writable cpu hierarchy (as non-root)")
 	}
-	cfg := baseConfig(t, "/bin/sh", "-c", "sleep 2 # sched-group-marker")
+	marker := fmt.Sprintf("sched-group-marker-%d-", os.Getpid())
+	cfg := baseConfig(t, "/bin/sh", "-c", "sleep 2 # "+marker)
 	g := JoinSchedGroup(cfg)
 	cfg.SchedGroup = g
 	done := make(chan runOut, 1)
@@ -274,7 +275,7 @@ func TestRunInSchedGroup(t *testing.T) {
 	var pids []int
 	for deadline := time.Now().Add(20 * time.Second); len(pids) == 0 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
-		pids = processesWith("sched-group-marker")
+		pids = processesWith(marker)
 	}
 	if len(pids) == 0 {
 		t.Fatal("the sandbox's command never showed up")

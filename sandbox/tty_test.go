@@ -321,7 +321,7 @@ func TestSignalsKillSandbox(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tt := newTestTerm(t)
 			before := tt.termios(t)
-			marker := "98706" + string(rune('0'+int(tc.sig)%10))
+			marker := marked(98706*10 + int(tc.sig)%10)
 			cfg := baseConfig(t, "sh", "-c", "sleep "+marker+" & echo READY; wait")
 			cfg.Interactive = tc.interactive
 			cmd, resFile := startHelper(t, tt, cfg)
