@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -111,7 +112,9 @@ func summaryArgv(argv []string) []string {
 			}
 			cut := append([]string(nil), argv[:i]...)
 			if room := maxExecArgv - total; room > 0 {
-				cut = append(cut, a[:room])
+				// A copy: a[:room] alone kept all of a (up to 64 KiB
+				// per exec) alive.
+				cut = append(cut, strings.Clone(a[:room]))
 			}
 			return append(cut, fmt.Sprintf("…(%d more bytes)", rest-max(maxExecArgv-total, 0)))
 		}
