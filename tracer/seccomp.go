@@ -24,6 +24,7 @@ const (
 	// offArg0Lo is the low 32 bits of seccomp_data.args[0] (amd64 and
 	// arm64, the architectures with tables, are little-endian).
 	offArg0Lo = 16
+	offArg1Lo = 24 // low 32 bits of seccomp_data.args[1]
 
 	maxBPF = 4096 // BPF_MAXINSNS
 )
@@ -52,6 +53,15 @@ const (
 // kernel without a syscall of their own, and an agent's file written
 // through one showed in the log as io_uring_enter calls only.
 //
+// With names, it also refuses, with EINVAL as a kernel older than 5.0
+// would, a seccomp filter with SECCOMP_FILTER_FLAG_NEW_LISTENER: the
+// kernel lets SECCOMP_RET_USER_NOTIF take precedence over
+// SECCOMP_RET_TRACE, so an agent's own filter that sent its openat to a
+// thread of its own, which answered SECCOMP_USER_NOTIF_FLAG_CONTINUE,
+// opened and wrote a file that a --trace-syscalls openat,write log never
+// showed. Without names every syscall stops the tracer at its entry,
+// before any filter runs, and such filters are left alone.
+//
 // SECCOMP_RET_TRACE without a tracer fails the syscall with ENOSYS: only
 // install the filter in a process that Run traces.
 func SeccompFilter(names []string) ([]byte, error) {
@@ -62,6 +72,7 @@ func SeccompFilter(names []string) ([]byte, error) {
 		return nil, err
 	}
 	wanted := splitNames(names)
+	selective := len(wanted) > 0
 	nrsOf := func(p *personality) []uint32 {
 		seen := map[uint32]bool{}
 		var out []uint32
@@ -102,6 +113,15 @@ func SeccompFilter(names []string) ([]byte, error) {
 			stmt(bpfLdAbsW, offArg0Lo)
 			jump(bpfJsetK, unix.CLONE_UNTRACED, 0, 1)
 			stmt(bpfRetK, unix.SECCOMP_RET_ERRNO|uint32(unix.EPERM))
+			stmt(bpfRetK, traced(uint32(nr)))
+		}
+		if nr, ok := p.byName["seccomp"]; ok && selective {
+			jump(bpfJeqK, uint32(nr), 0, 6)
+			stmt(bpfLdAbsW, offArg0Lo)
+			jump(bpfJeqK, unix.SECCOMP_SET_MODE_FILTER, 0, 3)
+			stmt(bpfLdAbsW, offArg1Lo)
+			jump(bpfJsetK, unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, 0, 1)
+			stmt(bpfRetK, unix.SECCOMP_RET_ERRNO|uint32(unix.EINVAL))
 			stmt(bpfRetK, traced(uint32(nr)))
 		}
 		if nr, ok := p.byName["clone3"]; ok {

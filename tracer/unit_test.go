@@ -593,3 +593,55 @@ func TestSummaryArgvCutKeepsNoLongArgument(t *testing.T) {
 	}
 	runtime.KeepAlive(z)
 }
+
+// TestSeccompFilterRefusesNotifListener: with syscalls named, the filter
+// refuses (EINVAL, as a kernel before 5.0) a seccomp filter of the agent's
+// that asks for a notification listener, in every personality:
+// SECCOMP_RET_USER_NOTIF takes precedence over SECCOMP_RET_TRACE, and an
+// agent's own thread answering SECCOMP_USER_NOTIF_FLAG_CONTINUE had its
+// openat and write run without reaching a --trace-syscalls openat,write
+// log. Other seccomp calls pass (traced when named); with no names every
+// call is seen at its entry and nothing is refused.
+func TestSeccompFilterRefusesNotifListener(t *testing.T) {
+	const trace, allow = unix.SECCOMP_RET_TRACE, unix.SECCOMP_RET_ALLOW
+	const einval = unix.SECCOMP_RET_ERRNO | uint32(unix.EINVAL)
+	const setFilter, getAction = unix.SECCOMP_SET_MODE_FILTER, 2 // SECCOMP_GET_ACTION_AVAIL
+	const listener, tsync = unix.SECCOMP_FILTER_FLAG_NEW_LISTENER, unix.SECCOMP_FILTER_FLAG_TSYNC
+	type call struct{ arch, nr uint32 }
+	calls := []call{{nativeAuditArch, unix.SYS_SECCOMP}}
+	if goarch == "amd64" {
+		calls = append(calls, call{nativeAuditArch, x32Bit | 317}, call{unix.AUDIT_ARCH_I386, 354})
+	}
+	for _, tc := range []struct {
+		names                []string
+		listen, plain, other uint32 // NEW_LISTENER filter, other filter, other op
+	}{
+		{nil, allow, allow, allow},
+		{[]string{"openat", "write"}, einval, allow, allow},
+		{[]string{"seccomp"}, einval, trace, trace},
+	} {
+		prog, err := SeccompFilter(tc.names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range calls {
+			for _, a := range []struct {
+				op, flags uint64
+				want      uint32
+			}{
+				{setFilter, listener, tc.listen},
+				{setFilter, listener | tsync, tc.listen},
+				{setFilter, 0, tc.plain},
+				{setFilter, tsync, tc.plain},
+				{getAction, listener, tc.other},
+			} {
+				if got := runBPF(t, prog, c.arch, c.nr, a.op, a.flags); got != a.want {
+					t.Errorf("%q: seccomp(%d, %#x) arch %#x nr %#x: %#x, want %#x", tc.names, a.op, a.flags, c.arch, c.nr, got, a.want)
+				}
+			}
+		}
+		if got := runBPF(t, prog, nativeAuditArch, unix.SYS_READ); got != allow {
+			t.Errorf("%q: read: %#x", tc.names, got)
+		}
+	}
+}
