@@ -427,9 +427,7 @@ func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, 
 	}
 	cfg.Dir = startIn(g, dir, cfg.Workspace, cfg.Dir)
 	res, err := sandbox.Run(ctx, cfg, stdio)
-	if st != nil {
-		st.finish()
-	}
+	st.warnTextLog(g.stderr)
 	if err != nil {
 		return runFail(err)
 	}
@@ -588,6 +586,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	cfg.Signals = guard.ch
 	cfg.Dir = startIn(g, filepath.Join(mnt, cfg.Workspace), cfg.Workspace, cfg.Dir)
 	res, runErr := sandbox.Run(ctx, cfg, stdio)
+	st.warnTextLog(g.stderr)
 	guard.record()
 	cfg.SchedGroup.Leave() // while the home is unmounted and committed
 	if err := srv.Unmount(); err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -30,7 +31,15 @@ type sessionTrace struct {
 	json     *bufio.Writer
 	filter   []byte // the seccomp program handed to the sandbox
 	result   tracer.Result
+	textErr  error  // why the text log is incomplete, once flushed
+	logPath  string // --trace-log, "" for stderr
 }
+
+// logGrace is how long the text log may take to be written once bwrap,
+// the traced sandbox's first process, has ended. A fifo or pipe whose
+// reader stopped reading held the tracer in its write, and so art, for
+// ever: past --timeout and Ctrl-C, which had killed the sandbox.
+var logGrace = 5 * time.Second
 
 // syscallNamesHint ends an unknown-syscall error with where the names
 // are listed.
@@ -75,7 +84,11 @@ func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTr
 			return nil, fmt.Errorf("--trace-log: %w", err)
 		}
 		st.textFile = f
+		st.logPath = o.traceLog
 		st.text = bufio.NewWriterSize(f, 256<<10)
+	} else if f := reopenStderr(stderr); f != nil {
+		st.textFile = f
+		st.text = bufio.NewWriterSize(f, 64<<10)
 	} else {
 		st.text = bufio.NewWriterSize(stderr, 64<<10)
 	}
@@ -101,7 +114,10 @@ func (st *sessionTrace) apply(cfg *sandbox.Config) {
 		started := make(chan struct{})
 		done := make(chan error, 1)
 		opts := st.opts
-		opts.OnStart = func(*os.Process) { close(started) }
+		opts.OnStart = func(p *os.Process) {
+			st.boundLogAfter(p.Pid)
+			close(started)
+		}
 		opts.BeforeStart = func() error { // as sandbox.Run's own starter
 			if _, err := sandbox.ScopeThread(cmd.Path); err != nil {
 				return fmt.Errorf("scope the sandbox: %w", err)
@@ -136,11 +152,70 @@ func (st *sessionTrace) apply(cfg *sandbox.Config) {
 	}
 }
 
+// boundLogAfter gives the text log logGrace to be written once pid (bwrap)
+// has ended, when it goes to a fifo, pipe or terminal (a file art could
+// open non-blocking): what is left after that is given up, and the
+// tracer, no longer held in its write, reports the end of the sandbox.
+func (st *sessionTrace) boundLogAfter(pid int) {
+	if st.textFile == nil {
+		return
+	}
+	// Not Fd(): it would make the file blocking, and deadlines moot.
+	if fi, err := st.textFile.Stat(); err != nil || fi.Mode().IsRegular() {
+		return
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return
+	}
+	go func() {
+		defer unix.Close(pidfd)
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+				break
+			}
+		}
+		st.textFile.SetWriteDeadline(time.Now().Add(logGrace))
+	}()
+}
+
+// reopenStderr opens art's stderr anew, non-blocking, when it is a pipe or
+// fifo, so that a write to it can be given up (boundLogAfter): its reader
+// may stop reading. The open file description is art's own: the user's
+// stays blocking. nil when stderr is not such a file.
+func reopenStderr(stderr io.Writer) *os.File {
+	if stderr != io.Writer(os.Stderr) {
+		return nil
+	}
+	var s unix.Stat_t
+	if unix.Fstat(2, &s) != nil || s.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return nil
+	}
+	fd, err := unix.Open("/proc/self/fd/2", unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "/dev/stderr")
+}
+
+// flushText flushes the text log; one that could not be written in full
+// is in st.textErr.
+func (st *sessionTrace) flushText() {
+	if st.text == nil {
+		return
+	}
+	if err := st.text.Flush(); err != nil && st.textErr == nil {
+		st.textErr = err
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			st.textErr = fmt.Errorf("nobody read it for %v after the sandbox ended", logGrace)
+		}
+	}
+}
+
 // finish flushes the logs; the JSON log is returned for storage.
 func (st *sessionTrace) finish() (io.Reader, error) {
-	if st.text != nil {
-		st.text.Flush()
-	}
+	st.flushText()
 	if st.json == nil {
 		return nil, nil
 	}
@@ -235,9 +310,34 @@ func createLog(path, workspace string) (*os.File, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	if err := unix.SetNonblock(fd, false); err != nil {
-		f.Close()
-		return nil, err
+	if fi.Mode().IsRegular() {
+		if err := unix.SetNonblock(fd, false); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return f, nil
 	}
+	// A fifo, pipe or terminal stays non-blocking, in art's own open file
+	// description, and is written through Go's poller (os.NewFile of a
+	// non-blocking descriptor), so that a write its reader holds up can
+	// be given up (boundLogAfter).
 	return f, nil
+}
+
+// warnTextLog says when the text log (--trace-log, or stderr) is
+// incomplete: a full disk, /dev/full, a reader that stopped reading. It
+// used to end short without a word.
+func (st *sessionTrace) warnTextLog(stderr io.Writer) {
+	if st == nil {
+		return
+	}
+	st.flushText()
+	if st.textErr == nil {
+		return
+	}
+	where := "the syscall log on stderr"
+	if st.logPath != "" {
+		where = "--trace-log " + st.logPath
+	}
+	fmt.Fprintf(stderr, "art: warning: %s is incomplete: %s\n", repo.EscapeControls(where), repo.EscapeControls(st.textErr.Error()))
 }

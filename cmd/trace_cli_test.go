@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -270,5 +271,65 @@ func TestTracedSessionRecordedLater(t *testing.T) {
 	tr := r.art("trace", "rescued")
 	if tr.code == 0 || !strings.Contains(tr.stderr, "was traced, but its syscall log could not be stored (the session's recording failed: ") {
 		t.Fatalf("art trace of a traced session recorded later: %v", tr)
+	}
+}
+
+// A text log that cannot be written in full is reported, not cut short
+// without a word, and a fifo whose reader stopped reading holds art
+// logGrace at most once the sandbox has ended: it held it for ever, past
+// --timeout, while the tracer waited in its write.
+func TestRunTraceLogIncomplete(t *testing.T) {
+	r := newRepo(t, map[string]string{"f": "x"})
+	const busy = `for i in $(seq 300); do cat /etc/services > /dev/null; done`
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		log     string
+		args    []string
+		code    int
+		stalled bool // a reader holds the fifo open and reads nothing
+	}{
+		{"/dev/full", "/dev/full", []string{"--", "sh", "-c", busy}, 0, false},
+		// A log that fits in art's buffer, written when the agent is done.
+		{"a fifo nobody reads, the agent done", fifo, []string{"--", "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do cat /etc/services > /dev/null; done"}, 0, true},
+		// One that does not: the agent waits for the log, as under strace,
+		// until --timeout.
+		{"a fifo nobody reads, --timeout", fifo, []string{"--timeout", "2s", "--", "sh", "-c", busy + "; sleep 100"}, 124, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.stalled {
+				held := make(chan *os.File, 1)
+				go func() {
+					f, _ := os.OpenFile(fifo, os.O_RDONLY, 0) // blocks until art opens it
+					held <- f
+				}()
+				t.Cleanup(func() {
+					// Unblock the opener if art never opened the fifo.
+					if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+						w.Close()
+					}
+					if f := <-held; f != nil {
+						f.Close()
+					}
+				})
+			}
+			start := time.Now()
+			res := r.run(append([]string{"--trace-log", c.log}, c.args...)...)
+			took := time.Since(start)
+			if res.code != c.code || !strings.Contains(res.stderr, "art: warning: --trace-log "+c.log+" is incomplete: ") {
+				t.Errorf("%s: %s", c.name, res)
+			}
+			if c.stalled && (took > logGrace+20*time.Second || !strings.Contains(res.stderr, "nobody read it")) {
+				t.Errorf("%s: art took %v: %s", c.name, took, res)
+			}
+		})
+	}
+	// A log written in full says nothing.
+	res := r.run("--trace-log", filepath.Join(t.TempDir(), "t.log"), "--", "true")
+	if res.code != 0 || strings.Contains(res.stderr, "incomplete") {
+		t.Errorf("complete log: %s", res)
 	}
 }
