@@ -43,6 +43,7 @@ type runOptions struct {
 	trace       bool
 	traceLog    string
 	traceCalls  string
+	callsGiven  bool // --trace-syscalls given, even empty
 	preset      string
 	allow       []string
 	explain     []string
@@ -100,11 +101,32 @@ func addRunFlags(c *cobra.Command, o *runOptions) {
 	f.StringVar(&o.user, "user", "", "host user the agent runs as when art runs as root (default nobody)")
 	f.BoolVar(&o.trace, "trace", false, "trace the agent's syscalls")
 	f.StringVar(&o.traceLog, "trace-log", "", "write the strace-like log here (default stderr)")
-	f.StringVar(&o.traceCalls, "trace-syscalls", "", "trace only these syscalls (comma-separated)")
+	f.Var(&flagString{&o.traceCalls, &o.callsGiven}, "trace-syscalls", "trace only these syscalls (comma-separated)")
 	f.StringVar(&o.preset, "preset", "", "path policy preset: full-access (default), development, agent-safe, read-only")
 	f.StringArrayVar(&o.allow, "allow", nil, "path rule PATTERN=PERM (none, view, read, write), after the preset (repeatable)")
 	f.StringArrayVar(&o.explain, "explain", nil, "print which policy rule decides PATH (home-relative, e.g. ws/.env) and exit")
 }
+
+// flagString is a string flag that also says it was given (an empty
+// --trace-syscalls is an error, not the flag's absence).
+type flagString struct {
+	s   *string
+	set *bool
+}
+
+func (f *flagString) String() string {
+	if f.s == nil {
+		return ""
+	}
+	return *f.s
+}
+
+func (f *flagString) Set(v string) error {
+	*f.s, *f.set = v, true
+	return nil
+}
+
+func (f *flagString) Type() string { return "string" }
 
 func newRunCmd(g *globals) *cobra.Command {
 	o := &runOptions{}

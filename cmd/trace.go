@@ -47,7 +47,7 @@ const syscallNamesHint = "; give Linux syscall names as strace -e takes them (ma
 
 // newSessionTrace validates the trace flags; it creates nothing on error.
 func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTrace, error) {
-	if !o.trace && (o.traceLog != "" || o.traceCalls != "") {
+	if !o.trace && (o.traceLog != "" || o.traceCalls != "" || o.callsGiven) {
 		o.trace = true // --trace-log or --trace-syscalls imply --trace, as in ART
 	}
 	if !o.trace {
@@ -55,13 +55,19 @@ func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTr
 	}
 	st := &sessionTrace{}
 	var names []string
-	if o.traceCalls != "" {
+	if o.traceCalls != "" || o.callsGiven {
 		names = strings.Split(o.traceCalls, ",")
 		for i := range names {
 			names[i] = strings.TrimSpace(names[i])
 		}
-		if _, err := tracer.Lookup(names); err != nil {
+		nrs, err := tracer.Lookup(names)
+		if err != nil {
 			return nil, fmt.Errorf("--trace-syscalls: %w%s", err, syscallNamesHint)
+		}
+		if len(nrs) == 0 {
+			// "" ran untraced and "," traced no syscall at all, without
+			// a word.
+			return nil, fmt.Errorf("--trace-syscalls %q names no syscall%s (--trace alone traces every one)", o.traceCalls, syscallNamesHint)
 		}
 		st.opts.Syscalls = names
 	}

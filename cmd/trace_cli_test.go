@@ -333,3 +333,20 @@ func TestRunTraceLogIncomplete(t *testing.T) {
 		t.Errorf("complete log: %s", res)
 	}
 }
+
+// --trace-syscalls naming no syscall is an error: "" ran the agent
+// untraced and "," traced no syscall at all, both without a word.
+func TestRunTraceSyscallsEmpty(t *testing.T) {
+	r := newRepo(t, map[string]string{"f": "x"})
+	before := r.commitCount()
+	for _, arg := range []string{"--trace-syscalls=", "--trace-syscalls=,", "--trace-syscalls= , ,"} {
+		res := r.run(arg, "--", "true")
+		if res.code != 125 || !strings.Contains(res.stderr, "names no syscall") {
+			t.Errorf("%s: %s", arg, res)
+		}
+	}
+	r.checkNothingRecorded(before)
+	if res := r.run("--trace-syscalls", "openat,,execve", "--trace-log", "/dev/null", "--", "true"); res.code != 0 {
+		t.Errorf("an empty name among others: %s", res)
+	}
+}
