@@ -257,7 +257,13 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 		}
 	}
 	direct := o.direct || errors.Is(derr, repo.ErrNoRepo)
-	st, err := newSessionTrace(o, g.stderr, !direct)
+	var writable []string // what the agent can write on the host, besides the workspace
+	for _, b := range binds {
+		if !b.ReadOnly {
+			writable = append(writable, b.Host)
+		}
+	}
+	st, err := newSessionTrace(o, g.stderr, !direct, writable)
 	if err != nil {
 		return runFail(err)
 	}

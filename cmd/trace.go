@@ -46,7 +46,10 @@ var logGrace = 5 * time.Second
 const syscallNamesHint = "; give Linux syscall names as strace -e takes them (man 2 syscalls lists them), comma-separated"
 
 // newSessionTrace validates the trace flags; it creates nothing on error.
-func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTrace, error) {
+//
+// writable are the host directories the sandbox may write (read-write
+// binds): the log is never opened through a link there.
+func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool, writable []string) (*sessionTrace, error) {
 	if !o.trace && (o.traceLog != "" || o.traceCalls != "" || o.callsGiven) {
 		o.trace = true // --trace-log or --trace-syscalls imply --trace, as in ART
 	}
@@ -84,7 +87,7 @@ func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool) (*sessionTr
 			st.close()
 			return nil, fmt.Errorf("--trace-log %s: directory %s does not exist (create it first)", o.traceLog, dir)
 		}
-		f, err := createLog(o.traceLog, o.dir)
+		f, err := createLog(o.traceLog, o.dir, writable...)
 		if err != nil {
 			st.close()
 			return nil, fmt.Errorf("--trace-log: %w", err)
@@ -288,8 +291,10 @@ func storeTrace(tx *repo.Tx, st *sessionTrace) (*objects.ID, error) {
 // work can put links (one named like the log, pointing at /etc/shadow,
 // had root truncate that); links elsewhere are the user's (/dev/stderr).
 // Only a regular file is truncated; a fifo without a reader is refused.
-func createLog(path, workspace string) (*os.File, error) {
-	real, err := sandbox.ResolveAvoidingWorkspaceLinks(path, workspace, true)
+//
+// So too inside writable, the host directories of read-write binds.
+func createLog(path, workspace string, writable ...string) (*os.File, error) {
+	real, err := sandbox.ResolveAvoidingAgentLinks(path, workspace, writable, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

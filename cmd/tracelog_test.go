@@ -169,3 +169,66 @@ func TestHideTempDir(t *testing.T) {
 		}
 	}
 }
+
+// Nor through a link inside a read-write bind's host directory, which the
+// agent writes as it does the workspace: its link there, named like the
+// user's --trace-log, had the next art run as root truncate and overwrite
+// the root-only file it pointed at.
+func TestCreateLogRefusesLinksInWritableBinds(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		setup    func(t *testing.T, shared, victim string) string // returns the log path
+		readOnly bool                                             // the bind is read-only
+		want     string
+	}{
+		{"link to a victim in the bind", func(t *testing.T, shared, victim string) string {
+			p := filepath.Join(shared, "t.log")
+			os.Symlink(victim, p)
+			return p
+		}, false, "which the sandbox may write"},
+		{"linked directory in the bind", func(t *testing.T, shared, victim string) string {
+			os.Symlink(filepath.Dir(victim), filepath.Join(shared, "logs"))
+			return filepath.Join(shared, "logs", filepath.Base(victim))
+		}, false, "which the sandbox may write"},
+		{"the bind given through the user's link", func(t *testing.T, shared, victim string) string {
+			os.Symlink(victim, filepath.Join(shared, "t.log"))
+			alias := filepath.Join(t.TempDir(), "alias")
+			os.Symlink(shared, alias)
+			return filepath.Join(alias, "t.log")
+		}, false, "which the sandbox may write"},
+		{"a plain file in the bind", func(t *testing.T, shared, _ string) string {
+			return filepath.Join(shared, "t.log")
+		}, false, ""},
+		{"a link in a read-only bind is the user's", func(t *testing.T, shared, _ string) string {
+			p := filepath.Join(shared, "t.log")
+			os.Symlink(filepath.Join(t.TempDir(), "real.log"), p)
+			return p
+		}, true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws, shared := t.TempDir(), t.TempDir()
+			victim := filepath.Join(t.TempDir(), "victim.conf")
+			os.WriteFile(victim, []byte("precious\n"), 0o600)
+			p := c.setup(t, shared, victim)
+			var writable []string
+			if !c.readOnly {
+				writable = []string{shared}
+			}
+			f, err := createLog(p, ws, writable...)
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Close()
+			} else if err == nil || !strings.Contains(err.Error(), c.want) {
+				if f != nil {
+					f.Close()
+				}
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+			if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+				t.Fatalf("the victim was changed: %q", b)
+			}
+		})
+	}
+}

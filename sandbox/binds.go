@@ -148,6 +148,16 @@ func realDir(workspace string) (string, error) {
 // elsewhere are the user's own. With missingLast, the last component need
 // not exist (a file about to be created).
 func ResolveAvoidingWorkspaceLinks(path, workspace string, missingLast bool) (string, error) {
+	return ResolveAvoidingAgentLinks(path, workspace, nil, missingLast)
+}
+
+// ResolveAvoidingAgentLinks is ResolveAvoidingWorkspaceLinks that also
+// refuses links inside writable, the host directories the sandbox may
+// write (read-write binds): an agent's link there, named like the user's
+// --trace-log, had the next art run as root truncate and overwrite the
+// root-only file it pointed at. A writable directory that does not exist
+// is skipped.
+func ResolveAvoidingAgentLinks(path, workspace string, writable []string, missingLast bool) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return "", err
@@ -157,6 +167,20 @@ func ResolveAvoidingWorkspaceLinks(path, workspace string, missingLast bool) (st
 		return "", err
 	}
 	inWorkspace := func(p string) bool { return p == wsReal || strings.HasPrefix(p, wsReal+"/") }
+	var rw []string
+	for _, d := range writable {
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			rw = append(rw, filepath.Clean(r))
+		}
+	}
+	inWritable := func(p string) string {
+		for _, d := range rw {
+			if p == d || strings.HasPrefix(p, d+"/") || d == "/" {
+				return d
+			}
+		}
+		return ""
+	}
 	todo := strings.Split(strings.TrimPrefix(filepath.Clean(abs), "/"), "/")
 	cur, links := "/", 0
 	for len(todo) > 0 {
@@ -183,6 +207,9 @@ func ResolveAvoidingWorkspaceLinks(path, workspace string, missingLast bool) (st
 		}
 		if inWorkspace(cur) {
 			return "", fmt.Errorf("%s is a symbolic link inside the workspace (an agent's work can put one there); use the real path", next)
+		}
+		if d := inWritable(cur); d != "" {
+			return "", fmt.Errorf("%s is a symbolic link inside %s, which the sandbox may write (a read-write bind: an agent can put one there); use the real path", next, d)
 		}
 		if strings.HasPrefix(next, "/proc/") {
 			// A magic link (/dev/stderr is /proc/self/fd/2): its target
