@@ -33,6 +33,10 @@ type sessionTrace struct {
 	result   tracer.Result
 	textErr  error  // why the text log is incomplete, once flushed
 	logPath  string // --trace-log, "" for stderr
+	// logCreated is the --trace-log file art created, removed again if
+	// the sandbox never starts; started says it did.
+	logCreated string
+	started    bool
 }
 
 // logGrace is how long the text log may take to be written once bwrap,
@@ -87,12 +91,15 @@ func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool, writable []
 			st.close()
 			return nil, fmt.Errorf("--trace-log %s: directory %s does not exist (create it first)", o.traceLog, dir)
 		}
-		f, err := createLog(o.traceLog, o.dir, writable...)
+		f, created, err := openLog(o.traceLog, o.dir, writable...)
 		if err != nil {
 			st.close()
 			return nil, fmt.Errorf("--trace-log: %w", err)
 		}
 		st.textFile = f
+		if created {
+			st.logCreated = f.Name()
+		}
 		st.logPath = o.traceLog
 		st.text = bufio.NewWriterSize(f, 256<<10)
 	} else if f := reopenStderr(stderr); f != nil {
@@ -120,6 +127,13 @@ func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool, writable []
 func (st *sessionTrace) apply(cfg *sandbox.Config) {
 	cfg.Seccomp = st.filter
 	cfg.Starter = func(cmd *exec.Cmd) (func() (syscall.WaitStatus, error), error) {
+		// The sandbox starts: the log of a session before gives way.
+		st.started = true
+		if st.textFile != nil && st.logPath != "" {
+			if err := truncateLog(st.textFile, st.logPath); err != nil {
+				return nil, fmt.Errorf("--trace-log: %w", err)
+			}
+		}
 		started := make(chan struct{})
 		done := make(chan error, 1)
 		opts := st.opts
@@ -241,6 +255,9 @@ func (st *sessionTrace) close() {
 	if st == nil {
 		return
 	}
+	if !st.started && st.logCreated != "" {
+		os.Remove(st.logCreated) // refused before the sandbox started
+	}
 	for _, f := range []*os.File{st.textFile, st.jsonFile} {
 		if f != nil {
 			f.Close()
@@ -294,45 +311,69 @@ func storeTrace(tx *repo.Tx, st *sessionTrace) (*objects.ID, error) {
 //
 // So too inside writable, the host directories of read-write binds.
 func createLog(path, workspace string, writable ...string) (*os.File, error) {
+	f, _, err := openLog(path, workspace, writable...)
+	if err != nil {
+		return nil, err
+	}
+	if err := truncateLog(f, path); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// truncateLog empties the log f opened by openLog, if a regular file.
+func truncateLog(f *os.File, path string) error {
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// openLog is createLog without the truncation, which art does once the
+// sandbox starts (an art run refused for bad input, a bind's guest path,
+// emptied the log of the session before); created says the file is new.
+func openLog(path, workspace string, writable ...string) (f *os.File, created bool, err error) {
 	real, err := sandbox.ResolveAvoidingAgentLinks(path, workspace, writable, true)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
-	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_NONBLOCK | unix.O_CLOEXEC
+	flags := unix.O_WRONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
 	if !strings.HasPrefix(real, "/proc/") { // /dev/stderr and the like are magic links
 		flags |= unix.O_NOFOLLOW
 	}
-	fd, err := unix.Open(real, flags, 0o644)
+	fd, err := unix.Open(real, flags|unix.O_CREAT|unix.O_EXCL, 0o644)
+	created = err == nil
+	if errors.Is(err, unix.EEXIST) {
+		fd, err = unix.Open(real, flags, 0)
+	}
 	if errors.Is(err, unix.ENXIO) { // a fifo without a reader
-		return nil, fmt.Errorf("%s is a fifo nobody reads; write the log elsewhere", path)
+		return nil, false, fmt.Errorf("%s is a fifo nobody reads; write the log elsewhere", path)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
-	f := os.NewFile(uintptr(fd), real)
+	f = os.NewFile(uintptr(fd), real)
 	fi, err := f.Stat()
 	if err != nil || fi.IsDir() {
 		f.Close()
-		return nil, fmt.Errorf("%s is a directory; name a file", path)
-	}
-	if fi.Mode().IsRegular() {
-		if err := f.Truncate(0); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
+		return nil, false, fmt.Errorf("%s is a directory; name a file", path)
 	}
 	if fi.Mode().IsRegular() {
 		if err := unix.SetNonblock(fd, false); err != nil {
 			f.Close()
-			return nil, err
+			return nil, false, err
 		}
-		return f, nil
+		return f, created, nil
 	}
 	// A fifo, pipe or terminal stays non-blocking, in art's own open file
 	// description, and is written through Go's poller (os.NewFile of a
 	// non-blocking descriptor), so that a write its reader holds up can
 	// be given up (boundLogAfter).
-	return f, nil
+	return f, created, nil
 }
 
 // warnTextLog says when the text log (--trace-log, or stderr) is

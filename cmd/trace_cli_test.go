@@ -350,3 +350,44 @@ func TestRunTraceSyscallsEmpty(t *testing.T) {
 		t.Errorf("an empty name among others: %s", res)
 	}
 }
+
+// An art run refused for bad input leaves the --trace-log file as it
+// was: a bind whose guest path cannot be made emptied the log of the
+// session before, and a new log file was left behind empty. The run that
+// starts the sandbox replaces the old log.
+func TestRunTraceLogKeptOnBadInput(t *testing.T) {
+	r := newRepo(t, map[string]string{"f": "x"})
+	dir := t.TempDir()
+	old, fresh := filepath.Join(dir, "old.log"), filepath.Join(dir, "new.log")
+	if err := os.WriteFile(old, []byte("the log of the session before\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfgDir := filepath.Join(r.ws, ".art", "config")
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	binds := filepath.Join(cfgDir, "binds.json")
+	bad := `[{"host": "` + dir + `", "guest": "/nonexistent-art-guest/x", "readonly": true}]`
+	if err := os.WriteFile(binds, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, log := range []string{old, fresh} {
+		res := r.run("--trace-log", log, "--", "true")
+		if res.code != 125 || !strings.Contains(res.stderr, "guest path") {
+			t.Fatalf("bad bind: %s", res)
+		}
+	}
+	if b, _ := os.ReadFile(old); string(b) != "the log of the session before\n" {
+		t.Errorf("the old log after a refused run: %q", b)
+	}
+	if _, err := os.Stat(fresh); err == nil {
+		t.Error("a refused run left its new log file behind")
+	}
+	os.Remove(binds)
+	if res := r.run("--trace-log", old, "--", "true"); res.code != 0 {
+		t.Fatalf("traced run: %s", res)
+	}
+	if b := readFile(t, old); strings.Contains(b, "session before") || !strings.Contains(b, "+++ exited with 0 +++") {
+		t.Errorf("the old log was not replaced:\n%s", b)
+	}
+}
