@@ -49,6 +49,8 @@ const (
 //	child_nspid namespace pid of the new task (omitted when empty)
 //	path        executable (kind exec)
 //	argv        arguments (kind exec)
+//	argv_trunc  true when argv was cut at the size limit (256 arguments,
+//	            64 KiB): the program had more (omitted when false)
 //	status      exit status (kind exit, without signal)
 //	signal      signal name, e.g. "SIGKILL" (kinds exit and signal)
 //	core        true when a core was dumped (kind exit, omitted when false)
@@ -69,6 +71,7 @@ type Event struct {
 	ChildNSPid int       `json:"child_nspid,omitempty"`
 	Path       string    `json:"path,omitempty"`
 	Argv       []string  `json:"argv,omitempty"`
+	ArgvTrunc  bool      `json:"argv_trunc,omitempty"`
 	Status     int       `json:"status,omitempty"`
 	Signal     string    `json:"signal,omitempty"`
 	Core       bool      `json:"core,omitempty"`
@@ -208,7 +211,7 @@ func (e *Event) AppendText(b []byte) []byte {
 		b = append(b, "+++ exec "...)
 		b = appendQuoted(b, e.Path, false)
 		b = append(b, ' ')
-		b = appendList(b, e.Argv, false)
+		b = appendList(b, e.Argv, e.ArgvTrunc)
 		b = append(b, " +++"...)
 	case KindExit:
 		if e.Signal != "" {
@@ -450,6 +453,7 @@ func (e *Event) AppendJSON(b []byte) []byte {
 		b = append(b, `,"argv":`...)
 		b = appendJSONList(b, e.Argv)
 	}
+	b = jsonBool(b, "argv_trunc", e.ArgvTrunc)
 	if e.Kind == KindExit && e.Signal == "" {
 		b = append(b, `,"status":`...)
 		b = strconv.AppendInt(b, int64(e.Status), 10)

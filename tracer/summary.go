@@ -134,7 +134,11 @@ func (z *Summarizer) Add(e *Event) {
 	root := z.root
 	switch e.Kind {
 	case KindExec:
-		s.Execs = append(s.Execs, Exec{Pid: e.Pid, NSPid: e.NSPid, Path: e.Path, Argv: summaryArgv(e.Argv)})
+		argv := summaryArgv(e.Argv)
+		if e.ArgvTrunc && len(argv) == len(e.Argv) {
+			argv = append(argv[:len(argv):len(argv)], "…(more arguments not recorded)")
+		}
+		s.Execs = append(s.Execs, Exec{Pid: e.Pid, NSPid: e.NSPid, Path: e.Path, Argv: argv})
 		return
 	case KindExit:
 		if e.Pid == root && s.Exit == nil {

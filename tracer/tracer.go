@@ -434,7 +434,7 @@ func (tr *tracer) emitExec(t *task) {
 	ev := Event{Time: time.Now(), Kind: KindExec, Pid: t.pid, NSPid: t.nspid}
 	if tr.decode {
 		ev.Path = tr.readLink(t.pid, "exe")
-		ev.Argv = tr.readCmdline(t.pid)
+		ev.Argv, ev.ArgvTrunc = tr.readCmdline(t.pid)
 	}
 	tr.emit(&ev)
 }
@@ -639,11 +639,18 @@ func (tr *tracer) readLink(pid int, name string) string {
 }
 
 // readCmdline returns the argv of pid from /proc/<pid>/cmdline, bounded
-// like decoded argv arrays.
-func (tr *tracer) readCmdline(pid int) []string {
-	data := tr.readProc(pid, "cmdline", maxArgvLen)
-	var argv []string
-	for len(data) > 0 && len(argv) < maxArgs {
+// like decoded argv arrays; trunc says it was cut (more arguments, or more
+// bytes, than the bounds): the exec event of an agent's 1,000 arguments
+// listed 256 as if they were all.
+func (tr *tracer) readCmdline(pid int) (argv []string, trunc bool) {
+	data := tr.readProc(pid, "cmdline", maxArgvLen+1)
+	if len(data) > maxArgvLen {
+		data, trunc = data[:maxArgvLen], true
+	}
+	for len(data) > 0 {
+		if len(argv) == maxArgs {
+			return argv, true
+		}
 		i := bytes.IndexByte(data, 0)
 		if i < 0 {
 			i = len(data)
@@ -654,7 +661,7 @@ func (tr *tracer) readCmdline(pid int) []string {
 		}
 		data = data[i+1:]
 	}
-	return argv
+	return argv, trunc
 }
 
 // emit counts an event and writes it to the sinks.

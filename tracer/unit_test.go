@@ -645,3 +645,58 @@ func TestSeccompFilterRefusesNotifListener(t *testing.T) {
 		}
 	}
 }
+
+// An exec event's argv, read from /proc, says when it was cut: the event
+// of an agent's 1,000 arguments listed 256 as if they were all, in the log
+// and in the summary.
+func TestReadCmdlineSaysCut(t *testing.T) {
+	for _, c := range []struct {
+		n, size   int // extra arguments and their length
+		wantArgs  int
+		wantTrunc bool
+	}{
+		{3, 10, 7, false},
+		{maxArgs - 4, 10, maxArgs, false},
+		{maxArgs - 3, 10, maxArgs, true},
+		{1000, 10, maxArgs, true},
+		{2, maxArgvLen, 5, true}, // the bytes run out in the first long one
+	} {
+		args := []string{"-c", "sleep 5", "x"}
+		for i := 0; i < c.n; i++ {
+			args = append(args, strings.Repeat("a", c.size))
+		}
+		cmd := exec.Command("/bin/sh", args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tr := &tracer{}
+		var argv []string
+		var trunc bool
+		for i := 0; i < 500; i++ { // until it runs sh
+			if argv, trunc = tr.readCmdline(cmd.Process.Pid); len(argv) > 0 && argv[0] == "/bin/sh" {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		if len(argv) != c.wantArgs || trunc != c.wantTrunc {
+			t.Errorf("%d arguments of %d bytes: %d, cut %v; want %d, cut %v", c.n, c.size, len(argv), trunc, c.wantArgs, c.wantTrunc)
+		}
+		if c.n == 2 && c.size == maxArgvLen && len(argv) == c.wantArgs && len(argv[4]) != maxArgvLen-len("/bin/sh\x00-c\x00sleep 5\x00x\x00") {
+			t.Errorf("the cut argument: %d bytes", len(argv[4]))
+		}
+	}
+	ev := Event{Kind: KindExec, Pid: 7, Path: "/bin/sh", Argv: []string{"sh", "-c", "${300}"}, ArgvTrunc: true}
+	if text := string(ev.AppendText(nil)); !strings.HasSuffix(text, `["sh", "-c", "${300}", ...] +++`) {
+		t.Errorf("text: %s", text)
+	}
+	var back Event
+	if err := json.Unmarshal(ev.AppendJSON(nil), &back); err != nil || !back.ArgvTrunc {
+		t.Errorf("JSON: %v %+v", err, back)
+	}
+	s := Summarize([]Event{ev})
+	if got := s.Execs[0].Argv; len(got) != 4 || !strings.Contains(got[3], "more arguments") {
+		t.Errorf("summary argv: %q", got)
+	}
+}
