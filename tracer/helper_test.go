@@ -41,6 +41,8 @@ func runHelper(name string, args []string) int {
 		return helperDecode(args[0])
 	case "untraced-clone":
 		return helperUntracedClone()
+	case "seccomp-kill":
+		return helperSeccompKill(args[0])
 	}
 	fmt.Fprintln(os.Stderr, "unknown helper", name)
 	return 100
@@ -181,4 +183,40 @@ func helperUntracedClone() int {
 	}
 	fmt.Printf("clone3: %d\n", int(errno))
 	return 0
+}
+
+// helperSeccompKill installs, on its own thread, a seccomp filter that
+// kills the process at mkdirat, then makes dir with mkdirat: the kernel
+// skips the call and the process dies of SIGSYS.
+func helperSeccompKill(dir string) int {
+	runtime.LockOSThread()
+	const (
+		ldNr  = 0x20 // BPF_LD|BPF_W|BPF_ABS
+		jeqK  = 0x15 // BPF_JMP|BPF_JEQ|BPF_K
+		retK  = 0x06 // BPF_RET|BPF_K
+		kill  = 0x80000000
+		allow = 0x7fff0000
+	)
+	type sockFilter struct {
+		code   uint16
+		jt, jf uint8
+		k      uint32
+	}
+	prog := []sockFilter{{ldNr, 0, 0, 0}, {jeqK, 0, 1, syscall.SYS_MKDIRAT}, {retK, 0, 0, kill}, {retK, 0, 0, allow}}
+	fprog := struct {
+		n    uint16
+		prog *sockFilter
+	}{uint16(len(prog)), &prog[0]}
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, 38, 1, 0); e != 0 { // PR_SET_NO_NEW_PRIVS
+		fmt.Fprintln(os.Stderr, "no_new_privs:", e)
+		return 101
+	}
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, 22, 2, uintptr(unsafe.Pointer(&fprog))); e != 0 { // PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+		fmt.Fprintln(os.Stderr, "seccomp:", e)
+		return 102
+	}
+	p, _ := syscall.BytePtrFromString(dir)
+	const atFdcwd = 0xffffff9c
+	syscall.RawSyscall(syscall.SYS_MKDIRAT, atFdcwd, uintptr(unsafe.Pointer(p)), 0o755)
+	return 103 // not reached
 }

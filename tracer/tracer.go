@@ -543,6 +543,16 @@ func (tr *tracer) checkCreate(t *task) {
 func (tr *tracer) leave(t *task, info *sysInfo) {
 	ev := &t.ev
 	ev.Ret = int64(info.Nr)
+	if info.Args[0]&0xff == 0 && ev.Ret == int64(ev.Nr) && tr.sigsysPending(t.pid) {
+		// A seccomp filter of the program's own refused the call with
+		// SECCOMP_RET_TRAP or SECCOMP_RET_KILL_*: the kernel skipped it
+		// and put the registers back as they were at entry, so the
+		// "result" is the syscall's own number, and a mkdir that never
+		// ran was logged, and summarized, as done. It never returned.
+		ev.Ret = 0
+		tr.unfinished(t)
+		return
+	}
 	if info.Args[0]&0xff != 0 {
 		ev.Errno = errnoName(int(-ev.Ret))
 		ev.Ret = -1
@@ -555,6 +565,24 @@ func (tr *tracer) leave(t *task, info *sysInfo) {
 		}
 	}
 	tr.emit(ev)
+}
+
+// sigsysPending says whether a SIGSYS is pending for the thread tid (the
+// one seccomp forces on a refused call); read from /proc only when a
+// syscall's result equals its number.
+func (tr *tracer) sigsysPending(tid int) bool {
+	data := tr.readProc(tid, "status", 8192)
+	const key = "\nSigPnd:"
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return false
+	}
+	line := data[i+len(key):]
+	if j := bytes.IndexByte(line, '\n'); j >= 0 {
+		line = line[:j]
+	}
+	mask, err := strconv.ParseUint(string(bytes.TrimSpace(line)), 16, 64)
+	return err == nil && mask&(1<<(unix.SIGSYS-1)) != 0
 }
 
 // unfinished emits t's pending syscall as never returning.

@@ -686,3 +686,28 @@ func TestBeforeStart(t *testing.T) {
 		t.Error("the command ran although BeforeStart failed")
 	}
 }
+
+// TestSeccompSkippedCallNotDone: a call a seccomp filter of the program's
+// own refuses with SECCOMP_RET_KILL (or _TRAP) is skipped, its registers
+// put back, and its "result" read as its own number: a mkdirat that never
+// ran was logged as returning 258 and summarized as created. It is logged
+// as never returning.
+func TestSeccompSkippedCallNotDone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "never")
+	res, evs, _ := trace(t, helperCmd(t, nil, "seccomp-kill", dir), Options{})
+	if res.Signal != syscall.SIGSYS {
+		t.Fatalf("result %+v, want killed by SIGSYS", res)
+	}
+	e := find(evs, func(e *Event) bool { return e.Kind == KindSyscall && e.Syscall == "mkdirat" })
+	if e == nil || !e.Unfinished || e.Created || e.Ret != 0 {
+		t.Errorf("mkdirat event %+v, want unfinished", e)
+	}
+	for _, p := range Summarize(evs).Created {
+		if p == dir {
+			t.Errorf("the summary lists %s as created", dir)
+		}
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("%s was made", dir)
+	}
+}
