@@ -543,7 +543,14 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		sess.Policy = js
 		ofsPolicy = pol
 	}
-	sessJSON, _ := json.Marshal(sess)
+	// What the next command records if art dies with the session (kill
+	// -9): a traced one says its log is gone with art ('art trace' said
+	// it was not traced).
+	pending := *sess
+	if st != nil {
+		pending.TraceLost = "art ended before it stored the log (the session was interrupted)"
+	}
+	sessJSON, _ := json.Marshal(&pending)
 
 	// From here a signal must not kill art: it would leave a mount and a
 	// worktree behind. One that comes before the sandbox runs ends it as

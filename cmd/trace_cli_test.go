@@ -3,6 +3,7 @@ package cmd
 import (
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -389,5 +390,34 @@ func TestRunTraceLogKeptOnBadInput(t *testing.T) {
 	}
 	if b := readFile(t, old); strings.Contains(b, "session before") || !strings.Contains(b, "+++ exited with 0 +++") {
 		t.Errorf("the old log was not replaced:\n%s", b)
+	}
+}
+
+// A traced session whose art was killed (kill -9) is recorded by the next
+// command as traced with its log lost: 'art trace' said it was not traced.
+func TestRunTraceKilledArtSaysLogLost(t *testing.T) {
+	r := newRepo(t, map[string]string{"f": "x"})
+	sleepArg := fmt.Sprintf("60.%06d", time.Now().UnixNano()%1000000)
+	c, wait := r.start("run", "-i=false", "--trace-log", filepath.Join(t.TempDir(), "t.log"), "--", "sh", "-c", "echo data > g; sleep "+sleepArg)
+	waitFor(t, "the agent's sleep", 30*time.Second, func() bool { return processWith("sleep\x00" + sleepArg) })
+	if err := c.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wait()
+	waitFor(t, "the sandbox to die with art", 10*time.Second, func() bool { return !processWith("sleep\x00" + sleepArg) })
+	r.mustArt("log")
+	res := r.art("trace", "HEAD")
+	if res.code != 1 || !strings.Contains(res.stderr, "was traced, but its syscall log could not be stored (art ended before it stored the log") {
+		t.Errorf("art trace of the interrupted traced session: %s", res)
+	}
+	if out := r.mustArt("show", "HEAD").stdout; !strings.Contains(out, "trace:     not stored (art ended") {
+		t.Errorf("art show of the interrupted traced session:\n%s", out)
+	}
+	// An untraced one still says it was not traced.
+	if res := r.run("--", "true"); res.code != 0 {
+		t.Fatal(res)
+	}
+	if res := r.art("trace", "HEAD"); res.code != 1 || !strings.Contains(res.stderr, "was not traced") {
+		t.Errorf("art trace of an untraced session: %s", res)
 	}
 }
