@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -37,12 +38,12 @@ type sessionTrace struct {
 	// the sandbox never starts; started says it did.
 	logCreated string
 	started    bool
+	logDone    chan struct{} // closed once the text log is flushed (watchLog)
 }
 
-// logGrace is how long the text log may take to be written once bwrap,
-// the traced sandbox's first process, has ended. A fifo or pipe whose
-// reader stopped reading held the tracer in its write, and so art, for
-// ever: past --timeout and Ctrl-C, which had killed the sandbox.
+// logGrace is how long the text log may still take to be written once
+// bwrap, the traced sandbox's first process, has ended after a stop
+// (--timeout, a signal to art): see watchLog.
 var logGrace = 5 * time.Second
 
 // syscallNamesHint ends an unknown-syscall error with where the names
@@ -126,6 +127,7 @@ func newSessionTrace(o *runOptions, stderr io.Writer, keepJSON bool, writable []
 // apply makes the sandbox start bwrap under the tracer.
 func (st *sessionTrace) apply(cfg *sandbox.Config) {
 	cfg.Seccomp = st.filter
+	timeout := cfg.Timeout
 	cfg.Starter = func(cmd *exec.Cmd) (func() (syscall.WaitStatus, error), error) {
 		// The sandbox starts: the log of a session before gives way.
 		st.started = true
@@ -138,7 +140,7 @@ func (st *sessionTrace) apply(cfg *sandbox.Config) {
 		done := make(chan error, 1)
 		opts := st.opts
 		opts.OnStart = func(p *os.Process) {
-			st.boundLogAfter(p.Pid)
+			st.watchLog(p.Pid, timeout)
 			close(started)
 		}
 		opts.BeforeStart = func() error { // as sandbox.Run's own starter
@@ -175,11 +177,15 @@ func (st *sessionTrace) apply(cfg *sandbox.Config) {
 	}
 }
 
-// boundLogAfter gives the text log logGrace to be written once pid (bwrap)
-// has ended, when it goes to a fifo, pipe or terminal (a file art could
-// open non-blocking): what is left after that is given up, and the
-// tracer, no longer held in its write, reports the end of the sandbox.
-func (st *sessionTrace) boundLogAfter(pid int) {
+// watchLog bounds how long a text log going to a fifo, pipe or terminal
+// (a file art could open non-blocking) may hold art up once the sandbox
+// is ending: a reader that stopped reading held the tracer in its write,
+// and so art, for ever, past --timeout and Ctrl-C. Once bwrap (pid) has
+// ended after a stop (--timeout, or a signal to art), what is not written
+// within logGrace is given up; a signal to art once bwrap has ended gives
+// it up at once. A session that ends on its own waits for its reader, as
+// any writer to a pipe does (art run --trace 2>&1 | less).
+func (st *sessionTrace) watchLog(pid int, timeout time.Duration) {
 	if st.textFile == nil {
 		return
 	}
@@ -191,6 +197,7 @@ func (st *sessionTrace) boundLogAfter(pid int) {
 	if err != nil {
 		return
 	}
+	exited := make(chan struct{})
 	go func() {
 		defer unix.Close(pidfd)
 		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
@@ -199,7 +206,39 @@ func (st *sessionTrace) boundLogAfter(pid int) {
 				break
 			}
 		}
-		st.textFile.SetWriteDeadline(time.Now().Add(logGrace))
+		close(exited)
+	}()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, endSignals...)
+	st.logDone = make(chan struct{})
+	done := st.logDone
+	go func() {
+		defer signal.Stop(sigs)
+		var timer <-chan time.Time
+		if timeout > 0 {
+			timer = time.After(timeout)
+		}
+		stopping, ended := false, false
+		for {
+			select {
+			case <-done:
+				return
+			case <-timer:
+				timer, stopping = nil, true
+			case <-sigs:
+				if ended {
+					st.textFile.SetWriteDeadline(time.Now())
+					return
+				}
+				stopping = true
+			case <-exited:
+				exited, ended = nil, true
+			}
+			if ended && stopping {
+				st.textFile.SetWriteDeadline(time.Now().Add(logGrace))
+				stopping = false // once; a signal still cuts it short
+			}
+		}
 	}()
 }
 
@@ -231,7 +270,7 @@ func (st *sessionTrace) flushText() {
 	if err := st.text.Flush(); err != nil && st.textErr == nil {
 		st.textErr = err
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			st.textErr = fmt.Errorf("nobody read it for %v after the sandbox ended", logGrace)
+			st.textErr = errors.New("its reader did not read it when the session was ended")
 		}
 	}
 }
@@ -251,10 +290,19 @@ func (st *sessionTrace) finish() (io.Reader, error) {
 	return st.jsonFile, nil
 }
 
+// endWatch ends watchLog's watch.
+func (st *sessionTrace) endWatch() {
+	if st.logDone != nil {
+		close(st.logDone)
+		st.logDone = nil
+	}
+}
+
 func (st *sessionTrace) close() {
 	if st == nil {
 		return
 	}
+	st.endWatch()
 	if !st.started && st.logCreated != "" {
 		os.Remove(st.logCreated) // refused before the sandbox started
 	}
@@ -384,12 +432,13 @@ func (st *sessionTrace) warnTextLog(stderr io.Writer) {
 		return
 	}
 	st.flushText()
+	st.endWatch()
 	if st.textErr == nil {
 		return
 	}
-	where := "the syscall log on stderr"
+	where, nl := "the syscall log on stderr", "\n" // its last line may be cut
 	if st.logPath != "" {
-		where = "--trace-log " + st.logPath
+		where, nl = "--trace-log "+st.logPath, ""
 	}
-	fmt.Fprintf(stderr, "art: warning: %s is incomplete: %s\n", repo.EscapeControls(where), repo.EscapeControls(st.textErr.Error()))
+	fmt.Fprintf(stderr, "%sart: warning: %s is incomplete: %s\n", nl, repo.EscapeControls(where), repo.EscapeControls(st.textErr.Error()))
 }

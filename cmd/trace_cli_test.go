@@ -276,9 +276,9 @@ func TestTracedSessionRecordedLater(t *testing.T) {
 }
 
 // A text log that cannot be written in full is reported, not cut short
-// without a word, and a fifo whose reader stopped reading holds art
-// logGrace at most once the sandbox has ended: it held it for ever, past
-// --timeout, while the tracer waited in its write.
+// without a word, and a fifo whose reader stopped reading no longer holds
+// art for ever once the session is ended (--timeout, a signal to art): the
+// tracer waited in its write, past --timeout and Ctrl-C.
 func TestRunTraceLogIncomplete(t *testing.T) {
 	r := newRepo(t, map[string]string{"f": "x"})
 	const busy = `for i in $(seq 300); do cat /etc/services > /dev/null; done`
@@ -286,48 +286,60 @@ func TestRunTraceLogIncomplete(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name    string
-		log     string
-		args    []string
-		code    int
-		stalled bool // a reader holds the fifo open and reads nothing
-	}{
-		{"/dev/full", "/dev/full", []string{"--", "sh", "-c", busy}, 0, false},
-		// A log that fits in art's buffer, written when the agent is done.
-		{"a fifo nobody reads, the agent done", fifo, []string{"--", "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do cat /etc/services > /dev/null; done"}, 0, true},
-		// One that does not: the agent waits for the log, as under strace,
-		// until --timeout.
-		{"a fifo nobody reads, --timeout", fifo, []string{"--timeout", "2s", "--", "sh", "-c", busy + "; sleep 100"}, 124, true},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if c.stalled {
-				held := make(chan *os.File, 1)
-				go func() {
-					f, _ := os.OpenFile(fifo, os.O_RDONLY, 0) // blocks until art opens it
-					held <- f
-				}()
-				t.Cleanup(func() {
-					// Unblock the opener if art never opened the fifo.
-					if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-						w.Close()
-					}
-					if f := <-held; f != nil {
-						f.Close()
-					}
-				})
+	// stall holds the fifo open for reading, reading nothing.
+	stall := func(t *testing.T) {
+		held := make(chan *os.File, 1)
+		go func() {
+			f, _ := os.OpenFile(fifo, os.O_RDONLY, 0) // blocks until art opens it
+			held <- f
+		}()
+		t.Cleanup(func() {
+			// Unblock the opener if art never opened the fifo.
+			if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				w.Close()
 			}
-			start := time.Now()
-			res := r.run(append([]string{"--trace-log", c.log}, c.args...)...)
-			took := time.Since(start)
-			if res.code != c.code || !strings.Contains(res.stderr, "art: warning: --trace-log "+c.log+" is incomplete: ") {
-				t.Errorf("%s: %s", c.name, res)
-			}
-			if c.stalled && (took > logGrace+20*time.Second || !strings.Contains(res.stderr, "nobody read it")) {
-				t.Errorf("%s: art took %v: %s", c.name, took, res)
+			if f := <-held; f != nil {
+				f.Close()
 			}
 		})
 	}
+	incomplete := func(log string) string { return "art: warning: --trace-log " + log + " is incomplete: " }
+
+	t.Run("/dev/full", func(t *testing.T) {
+		res := r.run("--trace-log", "/dev/full", "--", "sh", "-c", busy)
+		if res.code != 0 || !strings.Contains(res.stderr, incomplete("/dev/full")+"write /dev/full: no space left on device") {
+			t.Errorf("%s", res)
+		}
+	})
+	t.Run("a fifo nobody reads, --timeout", func(t *testing.T) {
+		// The agent waits for the log, as under strace, until --timeout.
+		stall(t)
+		start := time.Now()
+		res := r.run("--trace-log", fifo, "--timeout", "2s", "--", "sh", "-c", busy+"; sleep 100")
+		if took := time.Since(start); res.code != 124 || took > logGrace+20*time.Second || !strings.Contains(res.stderr, incomplete(fifo)+"its reader did not read it") {
+			t.Errorf("art took %v: %s", took, res)
+		}
+	})
+	t.Run("a fifo nobody reads, the agent done, then Ctrl-C", func(t *testing.T) {
+		// A log that fits in art's buffers, written once the agent is
+		// done: art waits for the reader, as any writer to a pipe does,
+		// until a signal gives the log up.
+		stall(t)
+		c, wait := r.start("run", "-i=false", "--trace-log", fifo, "--", "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do cat /etc/services > /dev/null; done")
+		ended := make(chan artResult, 1)
+		go func() { ended <- wait() }()
+		select {
+		case res := <-ended:
+			t.Fatalf("art did not wait for the log's reader: %s", res)
+		case <-time.After(3 * time.Second):
+		}
+		start := time.Now()
+		c.Process.Signal(syscall.SIGINT)
+		res := <-ended
+		if took := time.Since(start); res.code != 0 || took > 10*time.Second || !strings.Contains(res.stderr, incomplete(fifo)+"its reader did not read it") {
+			t.Errorf("art took %v after SIGINT: %s", took, res)
+		}
+	})
 	// A log written in full says nothing.
 	res := r.run("--trace-log", filepath.Join(t.TempDir(), "t.log"), "--", "true")
 	if res.code != 0 || strings.Contains(res.stderr, "incomplete") {
