@@ -142,14 +142,12 @@ func TestSameGitIndex(t *testing.T) {
 	}
 }
 
-// The user's git status after a pull refreshes .git/index (the pulled
-// files have new inodes and times): the next pull of a session that
-// committed took that for a change on the host and refused, on every
-// round of pull, git status, session. The refreshed index now pulls
-// over; an index with a change staged on the host still conflicts.
-func TestPullOverRefreshedGitIndex(t *testing.T) {
+// gitWorkspaceRepo makes a repository whose workspace ws is a git
+// repository of one commit (a.txt, b.txt), pushed.
+func gitWorkspaceRepo(t *testing.T) (*Repo, string) {
+	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
+		t.Skip("skipping: git not installed")
 	}
 	r := newTestRepo(t)
 	ws := newWorkspace(t, "ws")
@@ -158,19 +156,33 @@ func TestPullOverRefreshedGitIndex(t *testing.T) {
 	gitRun(t, ws, "add", ".")
 	gitRun(t, ws, "commit", "-q", "-m", "host")
 	push(t, r, ws, "base")
+	return r, ws
+}
 
-	// A session (another copy stands in for it) commits.
-	session := func(content string) objects.ID {
-		other := filepath.Join(t.TempDir(), "ws")
-		head, err := r.Head()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pull(t, r, other, head.Commit)
-		writeFiles(t, other, map[string]string{"a.txt": content})
-		gitRun(t, other, "commit", "-q", "-am", "agent")
-		return pushTo(t, r, other, "main").Commit
+// gitSession records what a session that writes a.txt and commits it in
+// git records on main (another copy of the workspace stands in for it).
+func gitSession(t *testing.T, r *Repo, content string) objects.ID {
+	t.Helper()
+	other := filepath.Join(t.TempDir(), "ws")
+	head, err := r.Head()
+	if err != nil {
+		t.Fatal(err)
 	}
+	pull(t, r, other, head.Commit)
+	writeFiles(t, other, map[string]string{"a.txt": content})
+	gitRun(t, other, "commit", "-q", "-am", "agent: "+content)
+	return pushTo(t, r, other, "main").Commit
+}
+
+// The user's git status after a pull refreshes .git/index (the pulled
+// files have new inodes and times): the next pull of a session that
+// committed took that for a change on the host and refused, on every
+// round of pull, git status, session. The refreshed index now pulls
+// over; an index with a change staged on the host still conflicts.
+func TestPullOverRefreshedGitIndex(t *testing.T) {
+	r, ws := gitWorkspaceRepo(t)
+	// A session (another copy stands in for it) commits.
+	session := func(content string) objects.ID { return gitSession(t, r, content) }
 	head := session("agent 1\n")
 	pull(t, r, ws, head)
 	// The user looks: git refreshes the index.
@@ -202,27 +214,8 @@ func TestPullOverRefreshedGitIndex(t *testing.T) {
 // the host's refreshed index is no change, the session's is taken, and
 // the host's own edit is kept.
 func TestPushMergesOverRefreshedGitIndex(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
-	r := newTestRepo(t)
-	ws := newWorkspace(t, "ws")
-	gitRun(t, ws, "init", "-q")
-	writeFiles(t, ws, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
-	gitRun(t, ws, "add", ".")
-	gitRun(t, ws, "commit", "-q", "-m", "host")
-	push(t, r, ws, "base")
-	session := func(content string) objects.ID {
-		other := filepath.Join(t.TempDir(), "ws")
-		head, err := r.Head()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pull(t, r, other, head.Commit)
-		writeFiles(t, other, map[string]string{"a.txt": content})
-		gitRun(t, other, "commit", "-q", "-am", "agent: "+content)
-		return pushTo(t, r, other, "main").Commit
-	}
+	r, ws := gitWorkspaceRepo(t)
+	session := func(content string) objects.ID { return gitSession(t, r, content) }
 	if _, err := r.Pull(PullOptions{Dir: ws, Commit: session("agent 1\n"), Branch: "main"}); err != nil {
 		t.Fatal(err)
 	}
