@@ -70,14 +70,16 @@ func EscapeControls(s string) string {
 	return b.String()
 }
 
-// ShellArg quotes s as one word of a POSIX shell command that advice
-// prints for the user to run: as it is when made of characters no shell
-// treats specially, else in single quotes. A word the terminal must not
-// see as it is (QuotePath) is printed as QuotePath prints it instead.
+// ShellArg quotes s as one word of a shell command that advice prints
+// for the user to run: as it is when made of characters no shell treats
+// specially, else in single quotes, inside which a shell expands nothing.
+// A word with bytes a terminal must not see as they are (control
+// characters, invalid UTF-8: see needsQuote) is printed in $'...' with
+// octal escapes, which bash, zsh and ksh read back as those bytes.
+// QuotePath's double quotes were used for those, and for '"' and '\':
+// a shell expands $(...) inside them, so a path holding '"' and "$(cmd)"
+// ran cmd when the advice was pasted.
 func ShellArg(s string) string {
-	if needsQuote(s) {
-		return QuotePath(s)
-	}
 	plain := s != ""
 	for i := 0; i < len(s) && plain; i++ {
 		c := s[i]
@@ -86,16 +88,39 @@ func ShellArg(s string) string {
 	if plain {
 		return s
 	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	if !terminalUnsafe(s) {
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\'' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c >= 0x7f:
+			octal(&b, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
-func needsQuote(p string) bool {
+// terminalUnsafe reports whether p holds what needsQuote escapes for the
+// terminal's sake, '"' and '\\' aside.
+func terminalUnsafe(p string) bool {
 	for _, r := range p {
-		if r < 0x20 || r >= 0x7f && r <= 0x9f || r == '"' || r == '\\' || r == utf8.RuneError || unicode.Is(unicode.Cf, r) {
+		if r < 0x20 || r >= 0x7f && r <= 0x9f || r == utf8.RuneError || unicode.Is(unicode.Cf, r) {
 			return true
 		}
 	}
 	return false
+}
+
+func needsQuote(p string) bool {
+	return strings.ContainsAny(p, "\"\\") || terminalUnsafe(p)
 }
 
 func octal(b *strings.Builder, c byte) {

@@ -1,6 +1,11 @@
 package repo
 
-import "testing"
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
 
 func TestQuotePath(t *testing.T) {
 	tests := []struct{ in, want string }{
@@ -38,6 +43,42 @@ func TestEscapeControls(t *testing.T) {
 	} {
 		if got := EscapeControls(in); got != want {
 			t.Errorf("EscapeControls(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// ShellArg's words, run by a shell, give back the bytes they quote and
+// expand nothing: a path with '"' and "$(...)" in QuotePath's double
+// quotes ran the command when the advice was pasted.
+func TestShellArg(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"plain/path-1.db", "plain/path-1.db"},
+		{"", "''"},
+		{"my ws", "'my ws'"},
+		{"it's", `'it'\''s'`},
+		{`a"$(touch pwned)`, `'a"$(touch pwned)'`},
+		{`back\slash`, `'back\slash'`},
+		{"é", "'é'"},
+		{"line\nbreak$(x)'", `$'line\012break$(x)\''`},
+		{"bad\xff", `$'bad\377'`},
+	}
+	for _, tc := range tests {
+		if got := ShellArg(tc.in); got != tc.want {
+			t.Errorf("ShellArg(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("skipping the round trip: bash not installed")
+	}
+	dir := t.TempDir()
+	for _, tc := range tests {
+		out, err := exec.Command(bash, "-c", "cd "+ShellArg(dir)+" && printf %s "+ShellArg(tc.in)).Output()
+		if err != nil || string(out) != tc.in {
+			t.Errorf("bash read %s as %q (%v), want %q", ShellArg(tc.in), out, err, tc.in)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+			t.Fatalf("bash ran the command in %s", ShellArg(tc.in))
 		}
 	}
 }
