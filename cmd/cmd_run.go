@@ -455,7 +455,7 @@ func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, 
 	}
 	cfg.Dir = startIn(g, dir, cfg.Workspace, cfg.Dir)
 	res, err := sandbox.Run(ctx, cfg, stdio)
-	st.warnTextLog(g.stderr)
+	st.warnTextLog(g.stderr, res)
 	if err != nil {
 		return runFail(err)
 	}
@@ -621,7 +621,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	cfg.Signals = guard.ch
 	cfg.Dir = startIn(g, filepath.Join(mnt, cfg.Workspace), cfg.Workspace, cfg.Dir)
 	res, runErr := sandbox.Run(ctx, cfg, stdio)
-	st.warnTextLog(g.stderr)
+	st.warnTextLog(g.stderr, res)
 	guard.record()
 	cfg.SchedGroup.Leave() // while the home is unmounted and committed
 	if err := srv.Unmount(); err != nil {

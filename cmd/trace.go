@@ -39,6 +39,10 @@ type sessionTrace struct {
 	logCreated string
 	started    bool
 	logDone    chan struct{} // closed once the text log is flushed (watchLog)
+	// ownEnd tells watchLog the session ended on its own (neither
+	// --timeout nor a signal): its timeout no longer gives the log up.
+	ownEnd    chan struct{}
+	watchGone chan struct{} // closed when watchLog's goroutine returns
 }
 
 // logGrace is how long the text log may still take to be written once
@@ -212,17 +216,29 @@ func (st *sessionTrace) watchLog(pid int, timeout time.Duration) {
 	signal.Notify(sigs, endSignals...)
 	st.logDone = make(chan struct{})
 	done := st.logDone
+	st.ownEnd, st.watchGone = make(chan struct{}), make(chan struct{})
+	ownEnd, gone := st.ownEnd, st.watchGone
 	go func() {
+		defer close(gone)
 		defer signal.Stop(sigs)
 		var timer <-chan time.Time
 		if timeout > 0 {
 			timer = time.After(timeout)
 		}
-		stopping, ended := false, false
+		stopping, ended, graced := false, false, false
 		for {
 			select {
 			case <-done:
 				return
+			case <-ownEnd:
+				// sandbox.Run returned (bwrap is gone) without a
+				// timeout or signal: a timer that fired since, as the
+				// log was still being written, gives nothing up.
+				ownEnd, timer, stopping, ended = nil, nil, false, true
+				if graced {
+					st.textFile.SetWriteDeadline(time.Time{})
+					graced = false
+				}
 			case <-timer:
 				timer, stopping = nil, true
 			case <-sigs:
@@ -236,7 +252,7 @@ func (st *sessionTrace) watchLog(pid int, timeout time.Duration) {
 			}
 			if ended && stopping {
 				st.textFile.SetWriteDeadline(time.Now().Add(logGrace))
-				stopping = false // once; a signal still cuts it short
+				stopping, graced = false, true // once; a signal still cuts it short
 			}
 		}
 	}()
@@ -426,10 +442,19 @@ func openLog(path, workspace string, writable ...string) (f *os.File, created bo
 
 // warnTextLog says when the text log (--trace-log, or stderr) is
 // incomplete: a full disk, /dev/full, a reader that stopped reading. It
-// used to end short without a word.
-func (st *sessionTrace) warnTextLog(stderr io.Writer) {
+// used to end short without a word. res is the session's sandbox.Run
+// result: one that ended on its own (neither timed out nor interrupted)
+// waits for the log's reader even once its --timeout has passed, which
+// gave up the log of a session done long before it.
+func (st *sessionTrace) warnTextLog(stderr io.Writer, res sandbox.Result) {
 	if st == nil {
 		return
+	}
+	if !res.TimedOut && res.Interrupted == 0 && st.ownEnd != nil {
+		select {
+		case st.ownEnd <- struct{}{}:
+		case <-st.watchGone:
+		}
 	}
 	st.flushText()
 	st.endWatch()

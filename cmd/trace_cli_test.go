@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -431,5 +432,49 @@ func TestRunTraceKilledArtSaysLogLost(t *testing.T) {
 	}
 	if res := r.art("trace", "HEAD"); res.code != 1 || !strings.Contains(res.stderr, "was not traced") {
 		t.Errorf("art trace of an untraced session: %s", res)
+	}
+}
+
+// A session that ends on its own well before its --timeout waits for the
+// text log's reader past that timeout, as it does without one: the
+// timeout's timer went on after the session ended and, with the log still
+// being written to a reader that had not read it yet, gave the log up
+// logGrace later ("its reader did not read it when the session was
+// ended") although nothing was ended.
+func TestRunTraceLogOwnEndOutlivesTimeout(t *testing.T) {
+	// Long enough for the agent below on a busy machine.
+	const timeout = 5 * time.Second
+	r := newRepo(t, map[string]string{"f": "x"})
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_RDONLY, 0) // blocks until art opens it
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer f.Close()
+		// Not read until well past --timeout and logGrace.
+		time.Sleep(timeout + logGrace + 2*time.Second)
+		b, _ := io.ReadAll(f)
+		got <- b
+	}()
+	t.Cleanup(func() {
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+	})
+	// A log larger than the fifo holds, smaller than art's buffer: it
+	// is written once the agent is done, well within its timeout.
+	res := r.run("--trace-log", fifo, "--timeout", timeout.String(), "--", "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do cat /etc/services > /dev/null; done")
+	log := <-got
+	if res.code != 0 || strings.Contains(res.stderr, "incomplete") {
+		t.Errorf("a session done before its --timeout: %s", res)
+	}
+	if !strings.Contains(string(log), "+++ exited with 0 +++") {
+		t.Errorf("the log lost its end (%d bytes): ...%s", len(log), log[max(0, len(log)-300):])
 	}
 }
