@@ -154,6 +154,7 @@ type task struct {
 	sp         *spec  // its spec
 	willCreate bool   // an O_CREAT open of a path that did not exist
 	args       [6]Arg // storage for ev.Args
+	arg0       uint64 // the pending syscall's first argument, raw
 	quietCont  bool   // the SIGCONT Run itself sent: inject without an event
 }
 
@@ -493,6 +494,7 @@ func (tr *tracer) enter(t *task, info *sysInfo) {
 		name = "syscall_" + strconv.FormatUint(info.Nr, 10)
 	}
 	t.sp = sp
+	t.arg0 = info.Args[0]
 	t.ev = Event{Time: time.Now(), Kind: KindSyscall, Pid: t.pid, NSPid: t.nspid, Arch: p.name,
 		Syscall: name, Nr: int(info.Nr), retHex: sp != nil && sp.retHex}
 	if !tr.decode {
@@ -543,12 +545,13 @@ func (tr *tracer) checkCreate(t *task) {
 func (tr *tracer) leave(t *task, info *sysInfo) {
 	ev := &t.ev
 	ev.Ret = int64(info.Nr)
-	if info.Args[0]&0xff == 0 && ev.Ret == int64(ev.Nr) && tr.sigsysPending(t.pid) {
+	if rolledBack(info.Arch, uint64(ev.Nr), t.arg0, ev.Ret) && tr.sigsysPending(t.pid) {
 		// A seccomp filter of the program's own refused the call with
 		// SECCOMP_RET_TRAP or SECCOMP_RET_KILL_*: the kernel skipped it
 		// and put the registers back as they were at entry, so the
-		// "result" is the syscall's own number, and a mkdir that never
-		// ran was logged, and summarized, as done. It never returned.
+		// "result" is what the return register held at entry (see
+		// rolledBack), and a mkdir that never ran was logged, and
+		// summarized, as done. It never returned.
 		ev.Ret = 0
 		tr.unfinished(t)
 		return
@@ -565,6 +568,24 @@ func (tr *tracer) leave(t *task, info *sysInfo) {
 		}
 	}
 	tr.emit(ev)
+}
+
+// rolledBack says whether ret, a syscall's result read at its exit stop,
+// is what the kernel leaves when seccomp skips the call and puts the
+// registers back as they were at entry (syscall_rollback): on x86 the
+// return register is the number's (rax = orig_rax, so the "result" is the
+// syscall's number), on arm64 and arm the first argument's (x0 = orig_x0:
+// an openat(AT_FDCWD) read as -1 ENETDOWN, one of dirfd 5 as opening fd
+// 5, and an O_CREAT one as creating its file). Arm's result is its 32-bit
+// register, sign-extended.
+func rolledBack(arch uint32, nr, arg0 uint64, ret int64) bool {
+	switch arch {
+	case unix.AUDIT_ARCH_AARCH64:
+		return ret == int64(arg0)
+	case unix.AUDIT_ARCH_ARM:
+		return ret == int64(int32(uint32(arg0)))
+	}
+	return ret == int64(nr)
 }
 
 // sigsysPending says whether a SIGSYS is pending for the thread tid (the

@@ -700,3 +700,34 @@ func TestReadCmdlineSaysCut(t *testing.T) {
 		t.Errorf("summary argv: %q", got)
 	}
 }
+
+// TestRolledBack: the result a syscall skipped by seccomp (SECCOMP_RET_TRAP,
+// _KILL) shows at its exit stop is the return register as it was at
+// entry: the syscall's number on x86 (x86_64, x32, i386), the first
+// argument on arm64 and arm, where a trapped openat(AT_FDCWD, ...) read as
+// failing with ENETDOWN (-100) and one with dirfd 5 as opening fd 5.
+func TestRolledBack(t *testing.T) {
+	const atFdcwd = uint64(0xffffffffffffff9c) // -100
+	for _, c := range []struct {
+		arch     uint32
+		nr, arg0 uint64
+		ret      int64
+		want     bool
+	}{
+		{unix.AUDIT_ARCH_X86_64, 258, atFdcwd, 258, true},                           // mkdirat
+		{unix.AUDIT_ARCH_X86_64, 258, atFdcwd, -100, false},                         // its real error
+		{unix.AUDIT_ARCH_X86_64, 0x40000000 | 258, atFdcwd, 0x40000000 | 258, true}, // x32
+		{unix.AUDIT_ARCH_I386, 296, 0xffffff9c, 296, true},
+		{unix.AUDIT_ARCH_AARCH64, 34, atFdcwd, -100, true}, // mkdirat(AT_FDCWD)
+		{unix.AUDIT_ARCH_AARCH64, 56, 5, 5, true},          // openat(5, ...)
+		{unix.AUDIT_ARCH_AARCH64, 56, 5, 34, false},        // not the number there
+		{unix.AUDIT_ARCH_AARCH64, 56, 5, 3, false},         // a real fd
+		{unix.AUDIT_ARCH_ARM, 323, 0xffffff9c, -100, true}, // compat: 32-bit, sign-extended
+		{unix.AUDIT_ARCH_ARM, 322, 5, 5, true},
+		{unix.AUDIT_ARCH_ARM, 322, 5, 322, false},
+	} {
+		if got := rolledBack(c.arch, c.nr, c.arg0, c.ret); got != c.want {
+			t.Errorf("arch %#x nr %d arg0 %#x ret %d: %v, want %v", c.arch, c.nr, c.arg0, c.ret, got, c.want)
+		}
+	}
+}
