@@ -405,14 +405,26 @@ func openLog(path, workspace string, writable ...string) (f *os.File, created bo
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
+	if testAfterResolve != nil {
+		testAfterResolve()
+	}
 	flags := unix.O_WRONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
+	open := unix.Open
 	if !strings.HasPrefix(real, "/proc/") { // /dev/stderr and the like are magic links
 		flags |= unix.O_NOFOLLOW
+		// real has no link left in it: opened following none, so that
+		// an agent running meanwhile (a session before, in the same
+		// read-write bind or direct-mode workspace) cannot swap one of
+		// its directories for a link between the check and the open.
+		open = openNoLinks
 	}
-	fd, err := unix.Open(real, flags|unix.O_CREAT|unix.O_EXCL, 0o644)
+	fd, err := open(real, flags|unix.O_CREAT|unix.O_EXCL, 0o644)
 	created = err == nil
 	if errors.Is(err, unix.EEXIST) {
-		fd, err = unix.Open(real, flags, 0)
+		fd, err = open(real, flags, 0)
+	}
+	if errors.Is(err, unix.ELOOP) {
+		return nil, false, fmt.Errorf("%s: a directory on its path became a symbolic link while art opened it; use the real path", path)
 	}
 	if errors.Is(err, unix.ENXIO) { // a fifo without a reader
 		return nil, false, fmt.Errorf("%s is a fifo nobody reads; write the log elsewhere", path)
@@ -438,6 +450,21 @@ func openLog(path, workspace string, writable ...string) (f *os.File, created bo
 	// non-blocking descriptor), so that a write its reader holds up can
 	// be given up (boundLogAfter).
 	return f, created, nil
+}
+
+// testAfterResolve, when set (tests), runs between openLog's check of the
+// path and its open.
+var testAfterResolve func()
+
+// openNoLinks is open(2) that follows no symbolic link anywhere in path
+// (openat2 RESOLVE_NO_SYMLINKS); a kernel without openat2 (before 5.6)
+// opens as open(2) does.
+func openNoLinks(path string, flags int, mode uint32) (int, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{Flags: uint64(flags), Mode: uint64(mode), Resolve: unix.RESOLVE_NO_SYMLINKS})
+	if errors.Is(err, unix.ENOSYS) {
+		return unix.Open(path, flags, mode)
+	}
+	return fd, err
 }
 
 // warnTextLog says when the text log (--trace-log, or stderr) is

@@ -232,3 +232,41 @@ func TestCreateLogRefusesLinksInWritableBinds(t *testing.T) {
 		})
 	}
 }
+
+// A directory on the log's path that an agent running meanwhile (a
+// session before, in the same read-write bind) swaps for a link between
+// art's check of the path and its open is not followed: root truncated
+// the file the link led to.
+func TestCreateLogRefusesLinkSwappedIn(t *testing.T) {
+	for _, swap := range []bool{false, true} {
+		ws, shared := t.TempDir(), t.TempDir()
+		victim := filepath.Join(t.TempDir(), "victim.conf")
+		os.WriteFile(victim, []byte("precious\n"), 0o600)
+		logs := filepath.Join(shared, "logs")
+		if err := os.Mkdir(logs, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(logs, filepath.Base(victim))
+		os.WriteFile(p, []byte("the log before\n"), 0o644)
+		if swap {
+			testAfterResolve = func() {
+				os.Rename(logs, logs+".old")
+				os.Symlink(filepath.Dir(victim), logs)
+			}
+		}
+		f, err := createLog(p, ws, shared)
+		testAfterResolve = nil
+		if f != nil {
+			f.Close()
+		}
+		if swap && (err == nil || !strings.Contains(err.Error(), "became a symbolic link")) {
+			t.Errorf("swapped: error %v", err)
+		}
+		if !swap && err != nil {
+			t.Errorf("not swapped: %v", err)
+		}
+		if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+			t.Errorf("swap %v: the victim was changed: %q", swap, b)
+		}
+	}
+}
