@@ -30,12 +30,16 @@ type termModes struct {
 	printer bool         // printer controller mode (CSI 5 i): output goes to the printer, not the screen
 	latin   bool         // ESC % @: UTF-8 off (the Linux console)
 	kitty   int          // kitty keyboard protocol levels pushed and not popped
-	keypad  bool         // application keypad (ESC =)
-	modKeys bool         // xterm modifyOtherKeys (CSI > 4 ; n m)
-	sgr     bool         // graphic rendition other than the default
-	g0      bool         // G0 character set other than ASCII (ESC ( 0)
-	shifted bool         // G1 invoked (SO)
-	margins bool         // scrolling region set (DECSTBM)
+	// kittySet: kitty keyboard flags set without a push (CSI = flags u,
+	// which the protocol allows besides push and pop), on the level the
+	// terminal had before the session.
+	kittySet bool
+	keypad   bool // application keypad (ESC =)
+	modKeys  bool // xterm modifyOtherKeys (CSI > 4 ; n m)
+	sgr      bool // graphic rendition other than the default
+	g0       bool // G0 character set other than ASCII (ESC ( 0)
+	shifted  bool // G1 invoked (SO)
+	margins  bool // scrolling region set (DECSTBM)
 	// midLine: the last text written on the normal screen did not end
 	// its line, so art's own line would have followed it there
 	// ("abcart: session recorded ..."); reset then ends the line. Text on
@@ -273,6 +277,16 @@ func (m *termModes) csi(seq []byte, final byte) {
 		}
 	case private == '>' && final == 'u':
 		m.kitty++
+	case private == '=' && final == 'u':
+		if m.kitty > 0 {
+			break // the pushed level, popped on reset
+		}
+		switch flags := num(0, 0); num(1, 1) {
+		case 1: // set to flags
+			m.kittySet = flags != 0
+		case 2: // set the bits of flags
+			m.kittySet = m.kittySet || flags != 0
+		}
 	case private == '<' && final == 'u':
 		if m.kitty -= num(0, 1); m.kitty < 0 {
 			m.kitty = 0
@@ -339,6 +353,9 @@ func (m *termModes) reset() []byte {
 	}
 	if m.kitty > 0 {
 		fmt.Fprintf(&b, "\x1b[<%du", m.kitty)
+	}
+	if m.kittySet {
+		b.WriteString("\x1b[=0u")
 	}
 	if m.modKeys {
 		b.WriteString("\x1b[>4m")
