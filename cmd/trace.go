@@ -405,9 +405,11 @@ func openLog(path, workspace string, writable ...string) (f *os.File, created bo
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
-	if testAfterResolve != nil {
-		testAfterResolve()
-	}
+	return openResolvedLog(path, real)
+}
+
+// openResolvedLog opens real, what openLog resolved path to.
+func openResolvedLog(path, real string) (f *os.File, created bool, err error) {
 	flags := unix.O_WRONLY | unix.O_NONBLOCK | unix.O_CLOEXEC
 	open := unix.Open
 	if !strings.HasPrefix(real, "/proc/") { // /dev/stderr and the like are magic links
@@ -451,10 +453,6 @@ func openLog(path, workspace string, writable ...string) (f *os.File, created bo
 	// be given up (boundLogAfter).
 	return f, created, nil
 }
-
-// testAfterResolve, when set (tests), runs between openLog's check of the
-// path and its open.
-var testAfterResolve func()
 
 // openNoLinks is open(2) that follows no symbolic link anywhere in path
 // (openat2 RESOLVE_NO_SYMLINKS); a kernel without openat2 (before 5.6)

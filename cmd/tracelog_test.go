@@ -248,15 +248,17 @@ func TestCreateLogRefusesLinkSwappedIn(t *testing.T) {
 		}
 		p := filepath.Join(logs, filepath.Base(victim))
 		os.WriteFile(p, []byte("the log before\n"), 0o644)
-		if swap {
-			testAfterResolve = func() {
-				os.Rename(logs, logs+".old")
-				os.Symlink(filepath.Dir(victim), logs)
-			}
+		real, err := sandbox.ResolveAvoidingAgentLinks(p, ws, []string{shared}, true)
+		if err != nil {
+			t.Fatal(err)
 		}
-		f, err := createLog(p, ws, shared)
-		testAfterResolve = nil
+		if swap { // between the check and the open
+			os.Rename(logs, logs+".old")
+			os.Symlink(filepath.Dir(victim), logs)
+		}
+		f, _, err := openResolvedLog(p, real)
 		if f != nil {
+			truncateLog(f, p) // as createLog does
 			f.Close()
 		}
 		if swap && (err == nil || !strings.Contains(err.Error(), "became a symbolic link")) {
