@@ -319,8 +319,8 @@ func (st *sessionTrace) close() {
 		return
 	}
 	st.endWatch()
-	if !st.started && st.logCreated != "" {
-		os.Remove(st.logCreated) // refused before the sandbox started
+	if !st.started && st.logCreated != "" && st.textFile != nil {
+		removeCreatedLog(st.textFile) // refused before the sandbox started
 	}
 	for _, f := range []*os.File{st.textFile, st.jsonFile} {
 		if f != nil {
@@ -452,6 +452,26 @@ func openResolvedLog(path, real string) (f *os.File, created bool, err error) {
 	// non-blocking descriptor), so that a write its reader holds up can
 	// be given up (boundLogAfter).
 	return f, created, nil
+}
+
+// removeCreatedLog removes the log file f art created, through its
+// directory opened following no link, and only while its name there
+// still leads to f: a directory on its path that an agent running
+// meanwhile swapped for a link had art remove a file of that name
+// elsewhere.
+func removeCreatedLog(f *os.File) {
+	dir, name := filepath.Split(f.Name())
+	dfd, err := openNoLinks(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(dfd)
+	var named, opened unix.Stat_t
+	if unix.Fstatat(dfd, name, &named, unix.AT_SYMLINK_NOFOLLOW) != nil || unix.Fstat(int(f.Fd()), &opened) != nil ||
+		named.Dev != opened.Dev || named.Ino != opened.Ino {
+		return
+	}
+	unix.Unlinkat(dfd, name, 0)
 }
 
 // openNoLinks is open(2) that follows no symbolic link anywhere in path

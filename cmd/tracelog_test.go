@@ -272,3 +272,33 @@ func TestCreateLogRefusesLinkSwappedIn(t *testing.T) {
 		}
 	}
 }
+
+// A log art created for a run refused before its sandbox started is
+// removed, but not through a directory swapped for a link meanwhile: art
+// removed the file of that name wherever the link led.
+func TestRemoveCreatedLog(t *testing.T) {
+	for _, swap := range []bool{false, true} {
+		shared, elsewhere := t.TempDir(), t.TempDir()
+		logs := filepath.Join(shared, "logs")
+		os.Mkdir(logs, 0o755)
+		p := filepath.Join(logs, "trace.log")
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		victim := filepath.Join(elsewhere, "trace.log")
+		os.WriteFile(victim, []byte("precious\n"), 0o600)
+		if swap {
+			os.Rename(logs, logs+".old")
+			os.Symlink(elsewhere, logs)
+		}
+		removeCreatedLog(f)
+		f.Close()
+		if b, err := os.ReadFile(victim); err != nil || string(b) != "precious\n" {
+			t.Errorf("swap %v: the file elsewhere: %q, %v", swap, b, err)
+		}
+		if _, err := os.Lstat(p); !swap && err == nil {
+			t.Error("the created log is still there")
+		}
+	}
+}
