@@ -363,8 +363,12 @@ func (tr *tracer) syscallStop(t *task) {
 		// let it run on (in seccomp mode until its next traced syscall,
 		// since it is no longer inSys) while the event is logged.
 		t.inSys = false
+		// Whether the program's own filter skipped the call is read
+		// while the tracee is still stopped: resumed, it takes its
+		// SIGSYS at once, and the check found it gone one time in three.
+		skipped := rolledBack(info.Arch, uint64(t.ev.Nr), t.arg0, int64(info.Nr)) && tr.sigsysPending(t.pid)
 		tr.resume(t, 0)
-		tr.leave(t, &info)
+		tr.leave(t, &info, skipped)
 		return
 	}
 	tr.resume(t, 0)
@@ -541,11 +545,12 @@ func (tr *tracer) checkCreate(t *task) {
 }
 
 // leave completes t's pending syscall with its result and emits it; the
-// caller has cleared t.inSys.
-func (tr *tracer) leave(t *task, info *sysInfo) {
+// caller has cleared t.inSys. skipped says a seccomp filter of the
+// program's own skipped the call (rolledBack, with its SIGSYS pending).
+func (tr *tracer) leave(t *task, info *sysInfo, skipped bool) {
 	ev := &t.ev
 	ev.Ret = int64(info.Nr)
-	if rolledBack(info.Arch, uint64(ev.Nr), t.arg0, ev.Ret) && tr.sigsysPending(t.pid) {
+	if skipped {
 		// A seccomp filter of the program's own refused the call with
 		// SECCOMP_RET_TRAP or SECCOMP_RET_KILL_*: the kernel skipped it
 		// and put the registers back as they were at entry, so the
