@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/exec"
@@ -454,12 +455,33 @@ func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, 
 		fmt.Fprintf(g.stderr, "art: warning: %s: its writes to the workspace will fail; give --user with the directory's owner, or make it writable for that user\n", why)
 	}
 	cfg.Dir = startIn(g, dir, cfg.Workspace, cfg.Dir)
-	res, err := sandbox.Run(ctx, cfg, stdio)
+	res, err := runSandbox(ctx, g.stderr, cfg, stdio, sandbox.Run)
 	st.warnTextLog(g.stderr, res)
 	if err != nil {
 		return runFail(err)
 	}
 	return exitWith(res.ExitCode)
+}
+
+// setupAttempts bounds runSandbox's runs.
+const setupAttempts = 3
+
+// runSandbox runs the sandbox with run (sandbox.Run), again when bwrap
+// could not set it up because a path it covers went away meanwhile
+// (sandbox.ErrCoveredPathGone): another art mount that ended, a daemon
+// that removed its socket. The command never started, so nothing was
+// recorded or consumed. A session started beside one that ended failed
+// with bwrap's "Can't mkdir parents", which is printed above the note.
+func runSandbox(ctx context.Context, stderr io.Writer, cfg sandbox.Config, stdio sandbox.Stdio,
+	run func(context.Context, sandbox.Config, sandbox.Stdio) (sandbox.Result, error)) (sandbox.Result, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := run(ctx, cfg, stdio)
+		if attempt < setupAttempts && errors.Is(err, sandbox.ErrCoveredPathGone) && ctx.Err() == nil {
+			fmt.Fprintf(stderr, "art: %v; setting the sandbox up again\n", err)
+			continue
+		}
+		return res, err
+	}
 }
 
 func looksLikeRev(name string) bool {
@@ -620,7 +642,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	}
 	cfg.Signals = guard.ch
 	cfg.Dir = startIn(g, filepath.Join(mnt, cfg.Workspace), cfg.Workspace, cfg.Dir)
-	res, runErr := sandbox.Run(ctx, cfg, stdio)
+	res, runErr := runSandbox(ctx, g.stderr, cfg, stdio, sandbox.Run)
 	st.warnTextLog(g.stderr, res)
 	guard.record()
 	cfg.SchedGroup.Leave() // while the home is unmounted and committed

@@ -7,6 +7,8 @@ package cmd
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -511,5 +513,46 @@ func TestRunBesideDeadArtMount(t *testing.T) {
 		if res := r.run(args...); res.code != 0 || res.stdout != "a\n" {
 			t.Errorf("%v: a run beside a dead art mount:\n%s", mode, res)
 		}
+	}
+}
+
+// A sandbox whose setup failed because a path it covers went away
+// meanwhile (another art mount ended) is set up again, at most
+// setupAttempts times in all, with a note; other failures are not retried.
+func TestRunSandboxRetriesCoveredPathGone(t *testing.T) {
+	gone := fmt.Errorf("%w: /var/tmp/x/mnt", sandbox.ErrCoveredPathGone)
+	other := errors.New("bwrap could not set up the sandbox")
+	tests := []struct {
+		name  string
+		errs  []error // what each run returns; nil: the command ran
+		runs  int
+		code  int
+		notes int
+	}{
+		{"gone once", []error{gone, nil}, 2, 0, 1},
+		{"gone every time", []error{gone, gone, gone, gone}, setupAttempts, 125, setupAttempts - 1},
+		{"another failure", []error{other, nil}, 1, 125, 0},
+		{"no failure", []error{nil}, 1, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			runs := 0
+			run := func(context.Context, sandbox.Config, sandbox.Stdio) (sandbox.Result, error) {
+				err := tc.errs[runs]
+				runs++
+				if err != nil {
+					return sandbox.Result{ExitCode: 125}, err
+				}
+				return sandbox.Result{}, nil
+			}
+			var stderr bytes.Buffer
+			res, _ := runSandbox(context.Background(), &stderr, sandbox.Config{}, sandbox.Stdio{}, run)
+			if runs != tc.runs || res.ExitCode != tc.code {
+				t.Errorf("%d runs, exit %d; want %d, %d", runs, res.ExitCode, tc.runs, tc.code)
+			}
+			if n := strings.Count(stderr.String(), "setting the sandbox up again"); n != tc.notes {
+				t.Errorf("%d notes, want %d:\n%s", n, tc.notes, &stderr)
+			}
+		})
 	}
 }

@@ -355,6 +355,22 @@ type plan struct {
 	home   string // absolute host home
 	cwd    string // guest working directory
 	binds  []Bind // validated
+	// covered are the host paths bwrap mounts over in its view of the
+	// host's root (host sockets, hidden paths) that existed when the
+	// plan was made: one gone by the time bwrap mounts (an art mount or
+	// a daemon that ended meanwhile) fails the setup (see vanished).
+	covered []string
+}
+
+// vanished returns a path the plan covers that no longer exists, "" if
+// none.
+func (p *plan) vanished() string {
+	for _, c := range p.covered {
+		if _, err := os.Lstat(c); errors.Is(err, os.ErrNotExist) {
+			return c
+		}
+	}
+	return ""
 }
 
 // Args returns the bwrap arguments (without the bwrap path itself) that Run
@@ -460,8 +476,10 @@ func makePlan(cfg Config, limits string) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	var covered []string
 	for _, s := range sockets {
 		a = append(a, "--ro-bind", "/dev/null", s)
+		covered = append(covered, s)
 	}
 	a = append(a,
 		"--dev", "/dev",
@@ -496,6 +514,9 @@ func makePlan(cfg Config, limits string) (*plan, error) {
 		} else {
 			a = append(a, "--ro-bind", "/dev/null", h.guest)
 		}
+		if h.host {
+			covered = append(covered, h.guest)
+		}
 	}
 	a = append(a, "--remount-ro", "/root", "--remount-ro", "/home")
 	a = append(a, "--chdir", cwd, "--clearenv")
@@ -512,12 +533,13 @@ func makePlan(cfg Config, limits string) (*plan, error) {
 	}
 	a = append(a, "--", "/bin/sh", "-c", shimScript(cfg, limits, setsid), "art-sandbox")
 	a = append(a, cfg.Argv...)
-	return &plan{args: a, id: id, limits: limits, home: home, cwd: cwd, binds: binds}, nil
+	return &plan{args: a, id: id, limits: limits, home: home, cwd: cwd, binds: binds, covered: covered}, nil
 }
 
 type hideTarget struct {
 	guest string
 	dir   bool
+	host  bool // guest is the host path itself, in the view of the host's root
 }
 
 // hideTargets maps host paths to hide onto every guest path they appear at.
@@ -530,12 +552,14 @@ func hideTargets(hide []string, home string, binds []Bind, id identity) ([]hideT
 	}
 	var out []hideTarget
 	seen := map[string]bool{}
-	add := func(g string, dir bool) {
+	add := func(g string, dir bool) *hideTarget {
 		g = filepath.Clean(g)
 		if !seen[g] {
 			seen[g] = true
-			out = append(out, hideTarget{g, dir})
+			out = append(out, hideTarget{guest: g, dir: dir})
+			return &out[len(out)-1]
 		}
+		return nil
 	}
 	var reals []string
 	for _, h := range hide {
@@ -601,7 +625,9 @@ func hideTargets(hide []string, home string, binds []Bind, id identity) ([]hideT
 		}
 		// In the read-only view of the host root.
 		if !underMasked(real) {
-			add(real, dir)
+			if h := add(real, dir); h != nil {
+				h.host = true
+			}
 		}
 	}
 	return out, nil

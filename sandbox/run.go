@@ -408,6 +408,9 @@ loop:
 	}
 	if !started {
 		res.ExitCode = 125
+		if gone := p.vanished(); gone != "" {
+			return res, fmt.Errorf("%w: %s (another art mount or a daemon ended meanwhile)", ErrCoveredPathGone, gone)
+		}
 		return res, setupError(p, cfg, wr.ws)
 	}
 	select {
@@ -470,6 +473,13 @@ func defaultStarter(cmd *exec.Cmd) (func() (syscall.WaitStatus, error), error) {
 		return e.ws, e.err
 	}, nil
 }
+
+// ErrCoveredPathGone is a setup that failed because a host path the
+// sandbox covers (another art mount, a host daemon's socket) went away
+// between art's look at the host and bwrap's mounts, milliseconds apart:
+// bwrap cannot make the mount point again on the read-only root. Running
+// again covers what is there then.
+var ErrCoveredPathGone = errors.New("a path the sandbox covers went away while bwrap set it up")
 
 // setupError explains a sandbox that bwrap could not set up.
 func setupError(p *plan, cfg Config, ws syscall.WaitStatus) error {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -936,5 +937,47 @@ func TestCannotWrite(t *testing.T) {
 	}
 	if got := CannotWrite("no-such-user-art", dir); got != "" {
 		t.Errorf("an unknown user: %q", got)
+	}
+}
+
+// A path the sandbox hides that goes away between art's look and bwrap's
+// mounts (another art mount that ended, its directory removed) fails the
+// setup: bwrap cannot make the mount point again on the read-only root.
+// Run says so with ErrCoveredPathGone, which art answers by running
+// again; a run that starts after it covers what is there.
+func TestCoveredPathGoneDuringSetup(t *testing.T) {
+	requireBwrap(t)
+	dir, err := os.MkdirTemp("/var/tmp", "art-covered-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755) // within the agent's reach: hidden
+	gone := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig(t, "true")
+	cfg.Hide = []string{gone}
+	cfg.Starter = func(cmd *exec.Cmd) (func() (syscall.WaitStatus, error), error) {
+		os.Remove(gone) // after the plan, before bwrap
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		return func() (syscall.WaitStatus, error) {
+			err := cmd.Wait()
+			if cmd.ProcessState == nil {
+				return 0, err
+			}
+			return cmd.ProcessState.Sys().(syscall.WaitStatus), nil
+		}, nil
+	}
+	res, err := Run(context.Background(), cfg, Stdio{})
+	if !errors.Is(err, ErrCoveredPathGone) || !strings.Contains(err.Error(), gone) || res.ExitCode != 125 {
+		t.Fatalf("got %+v, %v; want ErrCoveredPathGone naming %s", res, err, gone)
+	}
+	cfg.Starter = nil
+	if res, err := Run(context.Background(), cfg, Stdio{}); err != nil || res.ExitCode != 0 {
+		t.Errorf("the run after: %+v, %v", res, err)
 	}
 }
