@@ -455,7 +455,7 @@ func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, 
 		fmt.Fprintf(g.stderr, "art: warning: %s: its writes to the workspace will fail; give --user with the directory's owner, or make it writable for that user\n", why)
 	}
 	cfg.Dir = startIn(g, dir, cfg.Workspace, cfg.Dir)
-	res, err := runSandbox(ctx, g.stderr, cfg, stdio, sandbox.Run)
+	res, err := runSandbox(ctx, g.stderr, cfg, stdio, st == nil, sandbox.Run)
 	st.warnTextLog(g.stderr, res)
 	if err != nil {
 		return runFail(err)
@@ -472,11 +472,13 @@ const setupAttempts = 3
 // that removed its socket. The command never started, so nothing was
 // recorded or consumed. A session started beside one that ended failed
 // with bwrap's "Can't mkdir parents", which is printed above the note.
-func runSandbox(ctx context.Context, stderr io.Writer, cfg sandbox.Config, stdio sandbox.Stdio,
+// Not when retry is false (a traced run: its logs hold what the tracer
+// saw of the failed setup).
+func runSandbox(ctx context.Context, stderr io.Writer, cfg sandbox.Config, stdio sandbox.Stdio, retry bool,
 	run func(context.Context, sandbox.Config, sandbox.Stdio) (sandbox.Result, error)) (sandbox.Result, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := run(ctx, cfg, stdio)
-		if attempt < setupAttempts && errors.Is(err, sandbox.ErrCoveredPathGone) && ctx.Err() == nil {
+		if retry && attempt < setupAttempts && errors.Is(err, sandbox.ErrCoveredPathGone) && ctx.Err() == nil {
 			fmt.Fprintf(stderr, "art: %v; setting the sandbox up again\n", err)
 			continue
 		}
@@ -642,7 +644,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 	}
 	cfg.Signals = guard.ch
 	cfg.Dir = startIn(g, filepath.Join(mnt, cfg.Workspace), cfg.Workspace, cfg.Dir)
-	res, runErr := runSandbox(ctx, g.stderr, cfg, stdio, sandbox.Run)
+	res, runErr := runSandbox(ctx, g.stderr, cfg, stdio, st == nil, sandbox.Run)
 	st.warnTextLog(g.stderr, res)
 	guard.record()
 	cfg.SchedGroup.Leave() // while the home is unmounted and committed

@@ -518,21 +518,24 @@ func TestRunBesideDeadArtMount(t *testing.T) {
 
 // A sandbox whose setup failed because a path it covers went away
 // meanwhile (another art mount ended) is set up again, at most
-// setupAttempts times in all, with a note; other failures are not retried.
+// setupAttempts times in all, with a note; other failures, and traced
+// runs, are not retried.
 func TestRunSandboxRetriesCoveredPathGone(t *testing.T) {
 	gone := fmt.Errorf("%w: /var/tmp/x/mnt", sandbox.ErrCoveredPathGone)
 	other := errors.New("bwrap could not set up the sandbox")
 	tests := []struct {
-		name  string
-		errs  []error // what each run returns; nil: the command ran
-		runs  int
-		code  int
-		notes int
+		name   string
+		traced bool
+		errs   []error // what each run returns; nil: the command ran
+		runs   int
+		code   int
+		notes  int
 	}{
-		{"gone once", []error{gone, nil}, 2, 0, 1},
-		{"gone every time", []error{gone, gone, gone, gone}, setupAttempts, 125, setupAttempts - 1},
-		{"another failure", []error{other, nil}, 1, 125, 0},
-		{"no failure", []error{nil}, 1, 0, 0},
+		{"gone once", false, []error{gone, nil}, 2, 0, 1},
+		{"gone every time", false, []error{gone, gone, gone, gone}, setupAttempts, 125, setupAttempts - 1},
+		{"another failure", false, []error{other, nil}, 1, 125, 0},
+		{"no failure", false, []error{nil}, 1, 0, 0},
+		{"gone once, traced", true, []error{gone, nil}, 1, 125, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -546,7 +549,7 @@ func TestRunSandboxRetriesCoveredPathGone(t *testing.T) {
 				return sandbox.Result{}, nil
 			}
 			var stderr bytes.Buffer
-			res, _ := runSandbox(context.Background(), &stderr, sandbox.Config{}, sandbox.Stdio{}, run)
+			res, _ := runSandbox(context.Background(), &stderr, sandbox.Config{}, sandbox.Stdio{}, !tc.traced, run)
 			if runs != tc.runs || res.ExitCode != tc.code {
 				t.Errorf("%d runs, exit %d; want %d, %d", runs, res.ExitCode, tc.runs, tc.code)
 			}
