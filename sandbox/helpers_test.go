@@ -174,6 +174,20 @@ func sh(t *testing.T, script string) runOut {
 	return o
 }
 
+// hostTempDir makes a directory outside what the sandbox replaces (/tmp),
+// so that it shows in the sandbox's view of the host's root, removed when
+// the test ends; its path has no link in it.
+func hostTempDir(t *testing.T, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir, _ = filepath.EvalSymlinks(dir)
+	return dir
+}
+
 // marked is a sleep duration (N.PIDs: about N seconds) that marks the
 // sandbox processes of this test process: a fixed one matched those of the
 // same test run by another clone's tests on the same machine, which

@@ -947,11 +947,7 @@ func TestCannotWrite(t *testing.T) {
 // again; a run that starts after it covers what is there.
 func TestCoveredPathGoneDuringSetup(t *testing.T) {
 	requireBwrap(t)
-	dir, err := os.MkdirTemp("/var/tmp", "art-covered-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := hostTempDir(t, "art-covered-")
 	os.Chmod(dir, 0o755) // within the agent's reach: hidden
 	gone := filepath.Join(dir, "mnt")
 	if err := os.Mkdir(gone, 0o755); err != nil {

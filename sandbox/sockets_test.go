@@ -71,113 +71,10 @@ func listenUnix(t *testing.T, p string) net.Listener {
 	return ln
 }
 
-// socketDir makes a directory for sockets outside what the sandbox
-// replaces (/tmp), removed when the test ends.
-func socketDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/var/tmp", "art-sockets-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	dir, _ = filepath.EvalSymlinks(dir)
-	return dir
-}
-
-func TestSocketsToMask(t *testing.T) {
-	dir := socketDir(t)
-	sock := filepath.Join(dir, "daemon.sock")
-	listenUnix(t, sock)
-	plain := filepath.Join(dir, "plain")
-	os.WriteFile(plain, nil, 0o644)
-	link := filepath.Join(dir, "link")
-	os.Symlink(sock, link)
-	tmp, err := os.MkdirTemp("/tmp", "art-sockets-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(tmp) })
-	inTmp := filepath.Join(tmp, "s")
-	listenUnix(t, inTmp)
-
-	me := identity{uid: uint32(os.Getuid()), gid: uint32(os.Getgid())}
-	tests := []struct {
-		name  string
-		bound []string
-		want  []string
-	}{
-		{"a socket", []string{sock}, []string{sock}},
-		{"through a link, once", []string{link, sock}, []string{sock}},
-		{"a NUL counted in the address", []string{sock + "@"}, []string{sock}},
-		{"gone, or not a socket", []string{filepath.Join(dir, "gone"), plain, dir}, nil},
-		{"under the sandbox's own /tmp", []string{inTmp}, nil},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := socketsToMask(tc.bound, me); !slices.Equal(got, tc.want) {
-				t.Errorf("got %q, want %q", got, tc.want)
-			}
-		})
-	}
-	t.Run("only where a user cannot remove it", func(t *testing.T) {
-		if os.Geteuid() != 0 {
-			t.Skip("skipping: needs root to give directories and sockets other owners")
-		}
-		cases := []struct {
-			name            string
-			dirMode         os.FileMode
-			dirUID, sockUID int
-			want            bool
-		}{
-			{"root's directory", 0o755, 0, 0, true},
-			{"root's directory, a user's socket", 0o755, 0, 1234, true},
-			{"a system account's own directory", 0o750, 101, 101, true},
-			{"world-writable, sticky (a user makes and removes their own)", 0o1777, 0, 1234, false},
-			{"group-writable", 0o775, 0, 0, false},
-			{"a user's own directory", 0o755, 1234, 1234, false},
-			{"a system account's directory, another's socket", 0o755, 101, 102, false},
-		}
-		for i, c := range cases {
-			d := filepath.Join(dir, fmt.Sprintf("own%d", i))
-			os.Mkdir(d, 0o755)
-			p := filepath.Join(d, "s")
-			listenUnix(t, p)
-			os.Lchown(p, c.sockUID, c.sockUID)
-			os.Chown(d, c.dirUID, c.dirUID)
-			os.Chmod(d, c.dirMode)
-			got := socketsToMask([]string{p}, me)
-			if (len(got) == 1) != c.want {
-				t.Errorf("%s: masks %q, want masked %v", c.name, got, c.want)
-			}
-		}
-	})
-	t.Run("bounded", func(t *testing.T) {
-		many := make([]string, 0, maxSocketMasks+10)
-		for i := 0; i < maxSocketMasks+10; i++ {
-			many = append(many, filepath.Join(dir, "many", fmt.Sprintf("s%d", i)))
-		}
-		os.MkdirAll(filepath.Join(dir, "many"), 0o755)
-		for _, p := range many {
-			listenUnix(t, p)
-		}
-		if got := socketsToMask(many, me); len(got) != maxSocketMasks {
-			t.Errorf("%d masks, want %d", len(got), maxSocketMasks)
-		}
-	})
-}
-
-// TestHostSocketUnreachable connects from the sandbox to a host daemon's
-// socket that anybody may use, outside /run and /tmp: read-only files and
-// a network namespace of its own did not stop the connection.
 func TestHostSocketUnreachable(t *testing.T) {
 	requireBwrap(t)
 	requireTool(t, "/usr/bin/python3")
-	dir, err := os.MkdirTemp("/var/tmp", "art-hostsock-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	dir, _ = filepath.EvalSymlinks(dir)
+	dir := hostTempDir(t, "art-hostsock-")
 	os.Chmod(dir, 0o755)
 	sock := filepath.Join(dir, "daemon.sock")
 	ln := listenUnix(t, sock)
@@ -229,7 +126,7 @@ print("CONNECTED")`
 // to cover, one that cannot be read refuses the sandbox rather than
 // leaving every host socket reachable.
 func TestHostSocketMasksListing(t *testing.T) {
-	dir := socketDir(t)
+	dir := hostTempDir(t, "art-sockets-")
 	sock := filepath.Join(dir, "daemon.sock")
 	listenUnix(t, sock)
 	listing := filepath.Join(dir, "unix")

@@ -296,20 +296,36 @@ func (m *termModes) csi(seq []byte, final byte) {
 	}
 }
 
+// switchOff writes, for each mode of order that set holds away from its
+// default, the sequence that puts it back (private: "?" for DEC private
+// modes, "" for ANSI ones), and forgets it.
+func switchOff(b *bytes.Buffer, set, defaults map[int]bool, private string, order []int) {
+	for _, n := range order {
+		if on, ok := set[n]; ok && on != defaults[n] {
+			c := byte('l')
+			if defaults[n] {
+				c = 'h'
+			}
+			fmt.Fprintf(b, "\x1b[%s%d%c", private, n, c)
+			delete(set, n)
+		}
+	}
+}
+
+// sortedModes lists the modes of set in order.
+func sortedModes(set map[int]bool) []int {
+	out := make([]int, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Ints(out)
+	return out
+}
+
 // reset returns what switches off the modes the output left on and ends
 // a line it left unfinished; nothing when it left none.
 func (m *termModes) reset() []byte {
 	var b bytes.Buffer
-	off := func(n int) {
-		if on, ok := m.dec[n]; ok && on != decDefaults[n] {
-			c := byte('l')
-			if decDefaults[n] {
-				c = 'h'
-			}
-			fmt.Fprintf(&b, "\x1b[?%d%c", n, c)
-			delete(m.dec, n)
-		}
-	}
 	// Output reaches the screen again first, and drawing resumes, then
 	// back to the normal screen (1049 restores the cursor saved on
 	// entry), then the rest there.
@@ -319,35 +335,12 @@ func (m *termModes) reset() []byte {
 	if m.latin {
 		b.WriteString("\x1b%G")
 	}
-	off(2026)
-	off(1049)
-	off(1047)
-	off(47)
+	switchOff(&b, m.dec, decDefaults, "?", []int{2026, 1049, 1047, 47})
 	if m.margins {
 		b.WriteString("\x1b7\x1b[r\x1b8") // DECSTBM homes the cursor
 	}
-	rest := make([]int, 0, len(m.dec))
-	for n := range m.dec {
-		rest = append(rest, n)
-	}
-	sort.Ints(rest)
-	for _, n := range rest {
-		off(n)
-	}
-	ansi := make([]int, 0, len(m.ansi))
-	for n, on := range m.ansi {
-		if on != ansiDefaults[n] {
-			ansi = append(ansi, n)
-		}
-	}
-	sort.Ints(ansi)
-	for _, n := range ansi {
-		c := byte('l')
-		if ansiDefaults[n] {
-			c = 'h'
-		}
-		fmt.Fprintf(&b, "\x1b[%d%c", n, c)
-	}
+	switchOff(&b, m.dec, decDefaults, "?", sortedModes(m.dec))
+	switchOff(&b, m.ansi, ansiDefaults, "", sortedModes(m.ansi))
 	if m.keypad {
 		b.WriteString("\x1b>")
 	}
