@@ -113,7 +113,7 @@ func (r *Repo) pushFirstAdvice(branch string) string {
 	case branch == DetachedHead || (branch != "" && branch == h.Branch):
 		return "push host changes first with 'art push'"
 	case branch != "":
-		return fmt.Sprintf("merge host changes into %s first with 'art push -b %s'", QuotePath(branch), QuotePath(branch))
+		return fmt.Sprintf("merge host changes into %s first with 'art push -b %s'", QuotePath(branch), ShellArg(branch))
 	}
 	return "this commit is no branch's tip: record host changes with 'art push' to keep them in the repository; the pull then replaces them here"
 }
