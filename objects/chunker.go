@@ -80,6 +80,21 @@ func IsZero(b []byte) bool {
 	return true
 }
 
+// TrimZeros returns b without its trailing zero bytes. It compares the
+// tail a stretch at a time (bytes.Equal is vectorised): the overlay trims
+// every block it stores, and bytes.TrimRight's byte-at-a-time loop was
+// 44 % of art's CPU time writing a 1 GiB file of zeros.
+func TrimZeros(b []byte) []byte {
+	const step = 256
+	for len(b) >= step && bytes.Equal(b[len(b)-step:], zeros[:step]) {
+		b = b[:len(b)-step]
+	}
+	for len(b) > 0 && b[len(b)-1] == 0 {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
 // boundary is Boundary by the gear hash alone.
 func boundary(data []byte) int {
 	n := len(data)

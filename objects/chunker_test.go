@@ -316,3 +316,38 @@ func TestIsZero(t *testing.T) {
 		}
 	}
 }
+
+func TestTrimZeros(t *testing.T) {
+	// Each case: a length, and where non-zero bytes sit (-1: none). The
+	// result must be what bytes.TrimRight gives, at every stretch boundary.
+	for _, tc := range []struct {
+		n    int
+		ones []int
+	}{
+		{0, nil}, {1, nil}, {1, []int{0}}, {255, nil}, {256, nil}, {257, []int{0}},
+		{256, []int{255}}, {512, []int{255}}, {512, []int{256}}, {513, []int{256}},
+		{64 << 10, nil}, {64 << 10, []int{0}}, {64 << 10, []int{100, 40000}},
+		{64 << 10, []int{64<<10 - 1}}, {64<<10 + 3, []int{64 << 10}},
+	} {
+		b := make([]byte, tc.n)
+		for _, i := range tc.ones {
+			b[i] = 1
+		}
+		got, want := TrimZeros(b), bytes.TrimRight(b, "\x00")
+		if len(got) != len(want) || (len(got) > 0 && &got[0] != &b[0]) {
+			t.Errorf("n=%d ones=%v: trimmed to %d bytes, want %d of the same slice", tc.n, tc.ones, len(got), len(want))
+		}
+	}
+}
+
+// BenchmarkTrimZeros is the overlay's trim of a stored block that holds
+// only zeros (a dd of /dev/zero, a preallocated file).
+func BenchmarkTrimZeros(b *testing.B) {
+	blk := make([]byte, 64<<10)
+	b.SetBytes(int64(len(blk)))
+	for b.Loop() {
+		if len(TrimZeros(blk)) != 0 {
+			b.Fatal("not trimmed")
+		}
+	}
+}

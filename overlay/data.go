@@ -360,7 +360,7 @@ func (fs *FS) storeDirtyLocked(n *inode) {
 	blocks := make([]storedBlock, 0, len(n.dirty))
 	for idx, b := range n.dirty {
 		// Trailing zeros are not stored: a short block reads as zeros.
-		blocks = append(blocks, storedBlock{idx: idx, data: bytes.TrimRight(b, "\x00")})
+		blocks = append(blocks, storedBlock{idx: idx, data: objects.TrimZeros(b)})
 	}
 	if !compress {
 		for i := range blocks {
