@@ -84,7 +84,7 @@ the agent's home the same way.`,
 			}
 			tip, err := r.BranchTip(branch)
 			if err != nil {
-				return fmt.Errorf("%w (create it with 'art branch %s', or list branches with 'art branch')", err, branch)
+				return fmt.Errorf("%w (create it with 'art branch %s', or list branches with 'art branch')", err, repo.ShellArg(branch))
 			}
 			if err := warnGitRisks(g, r, tip, branch, mp); err != nil {
 				return err

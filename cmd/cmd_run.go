@@ -276,7 +276,7 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 		if o.direct {
 			fmt.Fprintf(g.stderr, "art: direct mode: %s is bound read-write and nothing is recorded\n", dir)
 		} else {
-			fmt.Fprintf(g.stderr, "art: no repository found for %s; running in direct mode: the workspace is bound read-write and nothing is recorded (create one with 'art init -m %s')\n", dir, dir)
+			fmt.Fprintf(g.stderr, "art: no repository found for %s; running in direct mode: the workspace is bound read-write and nothing is recorded (create one with 'art init -m %s')\n", dir, repo.ShellArg(dir))
 		}
 		if !pol.IsFullAccess() {
 			return runFail(errors.New("path policies need the versioned home; direct mode binds the host workspace as it is (create a repository with 'art init', or drop --preset/--allow)"))
@@ -539,11 +539,11 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 		}
 	}
 	if drift, err := r.HostDrift(dir); err == nil && !drift.UnfinishedPull.IsZero() {
-		fmt.Fprintf(g.stderr, "art: warning: a pull of %s into %s did not finish; the sandbox sees the repository's version (finish the pull with 'art pull -m %s --commit %s')\n",
-			drift.UnfinishedPull.Short(), dir, dir, drift.UnfinishedPull.Short())
+		fmt.Fprintf(g.stderr, "art: warning: a pull of %s into %s did not finish; the sandbox sees the repository's version (finish the pull with '%s')\n",
+			drift.UnfinishedPull.Short(), dir, g.pullCommand(dir, drift.UnfinishedPull.Short()))
 	} else if err == nil && drift.Synced && !drift.Clean() {
-		fmt.Fprintf(g.stderr, "art: warning: %s changed on the host since the last push/pull (%d added, %d modified, %d deleted); the sandbox sees the repository's version (record the host's with 'art push -m %s')\n",
-			dir, len(drift.Added), len(drift.Modified), len(drift.Deleted), dir)
+		fmt.Fprintf(g.stderr, "art: warning: %s changed on the host since the last push/pull (%d added, %d modified, %d deleted); the sandbox sees the repository's version (record the host's with '%s')\n",
+			dir, len(drift.Added), len(drift.Modified), len(drift.Deleted), g.workspaceCommand("push", dir))
 	}
 	uid, gid, err := sandbox.AgentUser(o.user)
 	if err != nil {
@@ -614,7 +614,7 @@ func runOverlay(ctx context.Context, g *globals, o *runOptions, r *repo.Repo, cf
 			abandon()
 			return runFail(fmt.Errorf("create /home/agent/%s: %w", cfg.Workspace, err))
 		}
-		fmt.Fprintf(g.stderr, "art: warning: branch %s has no workspace %q; starting with an empty one (import the host's with 'art push -m %s')\n", branch, cfg.Workspace, dir)
+		fmt.Fprintf(g.stderr, "art: warning: branch %s has no workspace %q; starting with an empty one (import the host's with '%s')\n", branch, cfg.Workspace, g.workspaceCommand("push", dir, "-b", branch))
 	}
 	srv, err := fuse.Mount(mnt, ofs, fuse.Options{AllowOther: os.Geteuid() == 0, Log: logger})
 	if err != nil {

@@ -85,8 +85,8 @@ the worktrees of live or interrupted sessions.`,
 			}
 			unfinished := !drift.UnfinishedPull.IsZero()
 			if unfinished {
-				fmt.Fprintf(g.stdout, "A pull of %s into %s did not finish: some files are the commit's, some as they were; finish it with 'art pull -m %s --commit %s' (an 'art push' now would record the half-pulled state).\n",
-					drift.UnfinishedPull.Short(), abs, abs, drift.UnfinishedPull.Short())
+				fmt.Fprintf(g.stdout, "A pull of %s into %s did not finish: some files are the commit's, some as they were; finish it with '%s' (an 'art push' now would record the half-pulled state).\n",
+					drift.UnfinishedPull.Short(), abs, g.pullCommand(abs, drift.UnfinishedPull.Short()))
 			}
 			switch {
 			case unfinished && !drift.Synced:
@@ -99,9 +99,9 @@ the worktrees of live or interrupted sessions.`,
 				if held, err := r.HoldsWorkspace(h.Commit, name); err != nil {
 					return err
 				} else if held {
-					fmt.Fprintf(g.stdout, "Workspace %s was never pushed or pulled, and HEAD holds /%s/ from another directory of that name: 'art pull -m NEWDIR/%s' makes a copy to work in ('art push' of this one is refused unless it holds the same).\n", abs, name, name)
+					fmt.Fprintf(g.stdout, "Workspace %s was never pushed or pulled, and HEAD holds /%s/ from another directory of that name: '%s' makes a copy to work in ('art push' of this one is refused unless it holds the same).\n", abs, name, g.pullCommand("NEWDIR/"+name, ""))
 				} else {
-					fmt.Fprintf(g.stdout, "Workspace %s was never pushed or pulled (record it with 'art push -m %s').\n", abs, abs)
+					fmt.Fprintf(g.stdout, "Workspace %s was never pushed or pulled (record it with '%s').\n", abs, g.workspaceCommand("push", abs))
 				}
 			case drift.Clean():
 				fmt.Fprintf(g.stdout, "Workspace %s matches the last push/pull (%s).\n", abs, syncedCommit(drift.Commit))

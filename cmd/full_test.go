@@ -64,7 +64,7 @@ func TestStatusAfterUnfinishedPull(t *testing.T) {
 		t.Fatalf("pull into a full filesystem succeeded:\n%s", out)
 	}
 	out := must("status", "-d", db, "-m", ws)
-	if !strings.Contains(out, "did not finish") || !strings.Contains(out, "finish it with 'art pull -m "+ws+" --commit ") || strings.Contains(out, "record it with 'art push'") {
+	if !strings.Contains(out, "did not finish") || !strings.Contains(out, "finish it with 'art pull -d "+db+" -m "+ws+" --commit ") || strings.Contains(out, "record it with 'art push'") {
 		t.Errorf("status after an unfinished pull:\n%s", out)
 	}
 	code, out := run("push", "-d", db, "-m", ws, "-q")
@@ -153,8 +153,8 @@ func TestStatusOfACopy(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ dir, want string }{
-		{twin, "HEAD holds /ws/ from another directory of that name: 'art pull -m NEWDIR/ws'"},
-		{fresh, "was never pushed or pulled (record it with 'art push -m " + fresh + "')"},
+		{twin, "HEAD holds /ws/ from another directory of that name: 'art pull -d " + db + " -m NEWDIR/ws'"},
+		{fresh, "was never pushed or pulled (record it with 'art push -d " + db + " -m " + fresh + "')"},
 	} {
 		code, out := artCombined(t, "status", "-d", db, "-m", tc.dir)
 		if code != 0 || !strings.Contains(out, tc.want) {

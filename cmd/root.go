@@ -377,13 +377,22 @@ func adviseOnRepoError(stderr io.Writer, err error, path string) {
 // for the shell, and the repository named with -d when the command was
 // given one (from abs, discovery finds another repository or none).
 func (g *globals) pullCommand(abs, rev string) string {
-	s := "art pull"
+	if rev == "" {
+		return g.workspaceCommand("pull", abs)
+	}
+	return g.workspaceCommand("pull", abs, "--commit", rev)
+}
+
+// workspaceCommand is 'art VERB -m abs ARGS...' as advice prints it, with
+// the same quoting and -d as pullCommand.
+func (g *globals) workspaceCommand(verb, abs string, args ...string) string {
+	s := "art " + verb
 	if g.db != "" && g.repoPath != "" {
 		s += " -d " + repo.ShellArg(g.repoPath)
 	}
 	s += " -m " + repo.ShellArg(abs)
-	if rev != "" {
-		s += " --commit " + repo.ShellArg(rev)
+	for _, a := range args {
+		s += " " + repo.ShellArg(a)
 	}
 	return s
 }

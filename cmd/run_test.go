@@ -1102,3 +1102,31 @@ func TestRunWarnsOfGitFileOutside(t *testing.T) {
 		})
 	}
 }
+
+// TestRunAdviceRunsAsPrinted: the push that art run advises for a host
+// workspace changed since the last push runs as printed, from any
+// directory: the path (a space, a quote) is quoted for the shell and the
+// repository given with -d is named. It printed 'art push -m PATH' bare.
+func TestRunAdviceRunsAsPrinted(t *testing.T) {
+	r := newRepoNamed(t, "it's ws", map[string]string{"a.txt": "a\n"}, nil)
+	writeFiles(t, r.ws, map[string]string{"a.txt": "changed on the host\n"})
+	res := runArt(t, r.base, artEnv(), nil, "run", "-i=false", "-d", r.db, "-m", r.ws, "--", "true")
+	if res.code != 0 {
+		t.Fatalf("%s", res)
+	}
+	_, advice, ok := strings.Cut(res.stderr, "(record the host's with '")
+	advice, _, found := strings.Cut(advice, "')\n")
+	if !ok || !found {
+		t.Fatalf("no push advised:\n%s", res.stderr)
+	}
+	want := "art push -d " + repo.ShellArg(r.db) + " -m " + repo.ShellArg(r.ws)
+	if advice != want || !strings.Contains(advice, `'\''`) {
+		t.Fatalf("advice %q, want %q", advice, want)
+	}
+	sh := exec.Command("sh", "-e", "-c", strings.Replace(advice, "art", artBinary(t), 1))
+	sh.Dir, sh.Env = "/", artEnv()
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", advice, err, out)
+	}
+	checkContains(t, "art status", r.mustArt("status", "-m", r.ws).stdout, "matches the last push/pull")
+}

@@ -579,8 +579,8 @@ func (tx *Tx) checkFirstPush(dir, name, onto string, host, ws objects.ID) error 
 	if len(others) > 0 {
 		from = "; last pushed or pulled from " + strings.Join(others, ", ")
 	}
-	return fmt.Errorf("%w: nothing was committed; %s never pushed or pulled, and %s already holds /%s/ with other content (a copy of that workspace, or another directory of that name%s): a push would replace it with this directory as it is and undo what it holds\n(pull %s into a new directory named %s ('art pull -m NEWDIR/%s --commit %s'), bring this directory's changes there and push from it)",
-		ErrPushConflict, dir, onto, name, from, onto, name, name, onto)
+	return fmt.Errorf("%w: nothing was committed; %s never pushed or pulled, and %s already holds /%s/ with other content (a copy of that workspace, or another directory of that name%s): a push would replace it with this directory as it is and undo what it holds\n(pull %s into a new directory named %s ('art pull -m %s --commit %s'), bring this directory's changes there and push from it)",
+		ErrPushConflict, dir, onto, name, from, onto, name, ShellArg("NEWDIR/"+name), ShellArg(onto))
 }
 
 // syncedRootMode is the mode the workspace's root had in the commit it

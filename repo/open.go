@@ -264,7 +264,7 @@ func Open(path string) (*Repo, error) {
 	}
 	st, err := os.Stat(abs)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("open repository %s: %w (check the path, or create one there with 'art init -d %s')", abs, err, abs)
+		return nil, fmt.Errorf("open repository %s: %w (check the path, or create one there with 'art init -d %s')", abs, err, ShellArg(abs))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", abs, err)

@@ -247,7 +247,7 @@ func (r *Repo) push(ctx context.Context, o PushOptions) (_ *PushResult, err erro
 	} else if err != nil {
 		return nil, err
 	} else if ok && o.Warn != nil {
-		o.Warn(fmt.Sprintf("a pull of %s into %s did not finish: this push records the workspace half pulled (to finish the pull instead: art pull -m %s --commit %s)", id.Short(), dir, dir, id.Short()))
+		o.Warn(fmt.Sprintf("a pull of %s into %s did not finish: this push records the workspace half pulled (to finish the pull instead: art pull -m %s --commit %s)", id.Short(), dir, ShellArg(dir), id.Short()))
 	}
 	sc, err := newScanner(r, dir, o.Warn)
 	if err != nil {
@@ -932,7 +932,7 @@ func (r *Repo) UnfinishedPull(dir string) (objects.ID, bool, error) {
 	}
 	id, err := objects.ParseID(v)
 	if err != nil {
-		return objects.Zero, false, fmt.Errorf("%w: the record of an unfinished pull into %s is damaged (%v); a pull (art pull -m %s --force) or a push (art push -m %s) replaces it", ErrPullMarkDamaged, dir, err, dir, dir)
+		return objects.Zero, false, fmt.Errorf("%w: the record of an unfinished pull into %s is damaged (%v); a pull (art pull -m %s --force) or a push (art push -m %s) replaces it", ErrPullMarkDamaged, dir, err, ShellArg(dir), ShellArg(dir))
 	}
 	return id, true, nil
 }

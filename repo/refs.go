@@ -179,7 +179,7 @@ func (r *Repo) CreateBranch(name string, id objects.ID) error {
 	}
 	defer tx.Rollback()
 	if _, err := tx.BranchTip(name); err == nil {
-		return fmt.Errorf("%w: %s (pick another name, or delete it with 'art branch -d %s')", ErrBranchExists, name, name)
+		return fmt.Errorf("%w: %s (pick another name, or delete it with 'art branch -d %s')", ErrBranchExists, name, ShellArg(name))
 	}
 	if err := tx.SetBranch(name, id); err != nil {
 		return err
