@@ -69,7 +69,9 @@ DIR/.art/config/binds.json only.
 With no repository (or --direct) the host DIR is bound read-write at
 /home/agent/<basename> and nothing is recorded; the agent writes there
 as its user (started by root: --user, whom DIR's permissions must allow;
-art warns when they do not).
+art warns when they do not). The repositories (.art) of workspaces up to
+three levels below DIR are hidden; with no repository and no --direct, a
+DIR that has one below (art run from a workspace's parent) is refused.
 
 A signal to art (SIGINT, SIGTERM, SIGHUP, SIGQUIT) or --timeout ends the
 sandbox: its processes get the signal (SIGTERM for SIGQUIT and timeouts)
@@ -273,6 +275,14 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 		st.apply(&cfg)
 	}
 	if direct {
+		nested := nestedRepos(dir)
+		if !o.direct && len(nested) > 0 {
+			// Run one directory too high (~/src for ~/src/app): direct
+			// mode would give the agent that workspace's repository,
+			// every session of it, to delete.
+			ws := filepath.Dir(nested[0])
+			return runFail(fmt.Errorf("no repository found for %s, but %s below it has one: run art there (-m %s), or pass --direct to bind %s read-write with nothing recorded (its repositories hidden)", dir, ws, ws, dir))
+		}
 		if o.direct {
 			fmt.Fprintf(g.stderr, "art: direct mode: %s is bound read-write and nothing is recorded\n", dir)
 		} else {
@@ -428,6 +438,50 @@ func otherArtMounts(own string) []string {
 	return out
 }
 
+// Bounds of nestedRepos' look below a direct-mode workspace.
+const (
+	nestedRepoDepth = 3    // dir/a/b/c/.art at the deepest
+	nestedRepoDirs  = 4096 // directories read at most
+)
+
+// nestedRepos lists the repository directories (.art, as discovery takes
+// them) of workspaces below dir, breadth first, down to nestedRepoDepth
+// levels and reading at most nestedRepoDirs directories; links are not
+// followed, and dir's own .art is not listed.
+func nestedRepos(dir string) []string {
+	type level struct {
+		path  string
+		depth int
+	}
+	var out []string
+	queue := []level{{dir, 0}}
+	for read := 0; len(queue) > 0 && read < nestedRepoDirs; read++ {
+		d := queue[0]
+		queue = queue[1:]
+		ents, err := os.ReadDir(d.path)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() { // a link is no directory here
+				continue
+			}
+			p := filepath.Join(d.path, e.Name())
+			if e.Name() == repo.DirName {
+				st, err := os.Lstat(filepath.Join(p, repo.FileName))
+				if err == nil && st.Mode().IsRegular() && d.depth > 0 {
+					out = append(out, p)
+				}
+				continue
+			}
+			if d.depth < nestedRepoDepth {
+				queue = append(queue, level{p, d.depth + 1})
+			}
+		}
+	}
+	return out
+}
+
 // runDirect binds the host workspace read-write into an empty home.
 func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, stdio sandbox.Stdio, st *sessionTrace) error {
 	home, err := os.MkdirTemp("", "art-home-")
@@ -450,6 +504,8 @@ func runDirect(ctx context.Context, g *globals, cfg sandbox.Config, dir string, 
 		defer os.Remove(artDir)
 	}
 	cfg.Hide = append([]string{artDir}, otherArtMounts("")...)
+	// So are the repositories of workspaces below it (bwrap covers each).
+	cfg.Hide = append(cfg.Hide, nestedRepos(dir)...)
 	if why := sandbox.CannotWrite(cfg.User, dir); why != "" {
 		// Its writes there fail with EACCES, which it may not report.
 		fmt.Fprintf(g.stderr, "art: warning: %s: its writes to the workspace will fail; give --user with the directory's owner, or make it writable for that user\n", why)

@@ -1130,3 +1130,52 @@ func TestRunAdviceRunsAsPrinted(t *testing.T) {
 	}
 	checkContains(t, "art status", r.mustArt("status", "-m", r.ws).stdout, "matches the last push/pull")
 }
+
+// TestRunDirectNestedRepo: art run one directory too high (in the parent of
+// a workspace, which has no repository of its own) fell back to direct mode
+// and bound the parent read-write, the workspace's repository included: the
+// agent deleted every session of it. Without --direct art now refuses and
+// names the workspace; with --direct the repositories below are hidden.
+func TestRunDirectNestedRepo(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to give the tree to the agent's user")
+	}
+	const agent = `rm -rf WS/.art deep/er/WS2/.art 2>/dev/null; ls -A WS deep/er/WS2; echo RAN`
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		code    int
+		stderr  []string
+		ranHere bool
+	}{
+		{"no repository (wrong directory)", nil, exitArt, []string{"no repository found for", "/WS below it has one", "-m ", "--direct"}, false},
+		{"--direct", []string{"--direct"}, 0, []string{"direct mode"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRepo(t, map[string]string{"a.txt": "a\n"})
+			deep := filepath.Join(r.base, "deep", "er", "WS2")
+			writeFiles(t, deep, map[string]string{"b.txt": "b\n"})
+			r.mustArt("init", "-m", deep)
+			// Everything the agent's user's own, as for a user who runs art
+			// as themselves.
+			filepath.Walk(r.base, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })
+			n := r.commitCount()
+			args := append([]string{"run", "-i=false"}, tc.args...)
+			res := runArt(t, r.base, artEnv(), nil, append(args, "--", "sh", "-c", agent)...)
+			if res.code != tc.code {
+				t.Fatalf("exit %d, want %d: %s", res.code, tc.code, res)
+			}
+			checkContains(t, "stderr", res.stderr, tc.stderr...)
+			if got := strings.Contains(res.stdout, "RAN"); got != tc.ranHere {
+				t.Errorf("agent ran: %v, want %v: %s", got, tc.ranHere, res)
+			}
+			checkLacks(t, "stdout", res.stdout, "art.db")
+			for _, db := range []string{r.db, filepath.Join(deep, ".art", "art.db")} {
+				if _, err := os.Stat(db); err != nil {
+					t.Errorf("the agent reached a repository below: %v", err)
+				}
+			}
+			r.checkNothingRecorded(n)
+		})
+	}
+}
