@@ -514,28 +514,39 @@ const maxGitIndex = 256 << 20
 // changes (stat data and caches; see sameGitIndex): git status on the
 // host after a pull does that, and the index says the same.
 func (p *puller) indexRefreshedOnly(h *hostEntry) (bool, error) {
+	ok, err := hostIndexRefreshedOnly(p.r, p.dir, h)
+	if err != nil {
+		return false, fmt.Errorf("pull: %w", err)
+	}
+	return ok, nil
+}
+
+// hostIndexRefreshedOnly is indexRefreshedOnly for the workspace dir, which
+// status shares: the first git status after a pull had art status and
+// art run call the workspace changed.
+func hostIndexRefreshedOnly(r *Repo, dir string, h *hostEntry) (bool, error) {
 	s := h.old
 	if s == nil || s.typ != objects.TypeFile || h.typ != objects.TypeFile || s.mode != h.mode ||
 		s.size > maxGitIndex || h.size > maxGitIndex {
 		return false, nil
 	}
-	synced, err := p.r.ReadFile(s.id, s.size)
+	synced, err := r.ReadFile(s.id, s.size)
 	if err != nil {
 		return false, nil // gone from the repository: a change as any other
 	}
-	root, err := openHostRoot(p.dir)
+	root, err := openHostRoot(dir)
 	if err != nil {
-		return false, fmt.Errorf("pull: %w", err)
+		return false, err
 	}
 	defer root.close()
 	f, err := root.open(h.rel, h.ino)
 	if err != nil {
-		return false, fmt.Errorf("pull: read %s: %w", h.rel, err)
+		return false, fmt.Errorf("read %s: %w", h.rel, err)
 	}
 	defer f.Close()
 	host, err := io.ReadAll(io.LimitReader(f, maxGitIndex+1))
 	if err != nil {
-		return false, fmt.Errorf("pull: read %s: %w", h.rel, err)
+		return false, fmt.Errorf("read %s: %w", h.rel, err)
 	}
 	return len(host) <= maxGitIndex && sameGitIndex(host, synced), nil
 }

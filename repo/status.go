@@ -97,9 +97,19 @@ func (r *Repo) HostDrift(dir string) (*Drift, error) {
 			if err != nil {
 				return nil, err
 			}
-			if id != s.id {
-				d.Modified = append(d.Modified, h.rel)
+			if id == s.id {
+				continue
 			}
+			// A git index that git only refreshed (stat data, caches)
+			// is no change, as pull and push take it.
+			if isGitIndexPath(h.rel) {
+				if same, err := hostIndexRefreshedOnly(r, abs, h); err != nil {
+					return nil, err
+				} else if same {
+					continue
+				}
+			}
+			d.Modified = append(d.Modified, h.rel)
 		case objects.TypeSymlink:
 			if h.target != s.target {
 				d.Modified = append(d.Modified, h.rel)
