@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
@@ -91,8 +93,9 @@ subtrees are skipped by id without being read.`,
 			}
 			// A path in neither commit matches nothing: said, as git
 			// does, since silence reads as "no change".
+			prefix := workspacePrefix(r, g.defaultWorkspace(c, dir))
 			for _, p := range paths {
-				if err := warnPathNowhere(g, r, p, fromTree, toTree); err != nil {
+				if err := warnPathNowhere(g, r, p, prefix, fromTree, toTree); err != nil {
 					return err
 				}
 			}
@@ -137,23 +140,63 @@ func checkDiffPath(p string) error {
 	return nil
 }
 
-// warnPathNowhere warns when p names nothing in either tree.
-func warnPathNowhere(g *globals, r *repo.Repo, p string, trees ...objects.ID) error {
+// workspacePrefix is the home-relative path of the current directory in
+// the workspace ws ("ws/" at its root, "ws/sub/" below), or of ws's root
+// when the current directory is elsewhere; "" when ws is no workspace of
+// r's.
+func workspacePrefix(r *repo.Repo, ws string) string {
+	abs, err := filepath.Abs(ws)
+	if err != nil || !r.KnownWorkspace(abs) {
+		return ""
+	}
+	name, err := repo.WorkspaceName(abs)
+	if err != nil {
+		return ""
+	}
+	prefix := name + "/"
+	if cwd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(abs, cwd); err == nil && rel != "." && filepath.IsLocal(rel) {
+			prefix += filepath.ToSlash(rel) + "/"
+		}
+	}
+	return prefix
+}
+
+// warnPathNowhere warns when p names nothing in either tree. A path given
+// relative to the workspace (as git takes it), which prefix would make one
+// that exists, is named: 'art diff -- main.go' in the workspace warned
+// only that main.go names nothing.
+func warnPathNowhere(g *globals, r *repo.Repo, p, prefix string, trees ...objects.ID) error {
 	t := strings.Trim(p, "/")
 	if t == "" {
 		return nil
 	}
-	for _, tree := range trees {
-		if tree.IsZero() {
-			continue
+	in := func(t string) (bool, error) {
+		for _, tree := range trees {
+			if tree.IsZero() {
+				continue
+			}
+			_, ok, err := r.Lookup(tree, strings.Split(t, "/"))
+			if err != nil || ok {
+				return ok, err
+			}
 		}
-		_, ok, err := r.Lookup(tree, strings.Split(t, "/"))
-		if err != nil {
+		return false, nil
+	}
+	if ok, err := in(t); err != nil || ok {
+		return err
+	}
+	if prefix != "" && !strings.HasPrefix(t+"/", prefix) {
+		if ok, err := in(prefix + t); err != nil {
 			return err
-		}
-		if ok {
+		} else if ok {
+			fmt.Fprintf(g.stderr, "art: warning: %s names nothing in either commit; paths are relative to the home (/home/agent): did you mean %s?\n", repo.QuotePath(t), repo.QuotePath(prefix+t))
 			return nil
 		}
+	}
+	if ws, _, ok := strings.Cut(prefix, "/"); ok && !strings.HasPrefix(t+"/", ws+"/") {
+		fmt.Fprintf(g.stderr, "art: warning: %s names nothing in either commit (paths are relative to the home, like %s, as 'art diff --name-status' prints them)\n", repo.QuotePath(t), repo.QuotePath(ws+"/file"))
+		return nil
 	}
 	fmt.Fprintf(g.stderr, "art: warning: %s names nothing in either commit\n", repo.QuotePath(t))
 	return nil
