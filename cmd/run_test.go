@@ -342,6 +342,9 @@ func TestRunInterruptedRecovery(t *testing.T) {
 		t.Fatalf("art log after the kill: %s", res)
 	}
 	checkContains(t, "art log's stderr", res.stderr, "removed the stale mount", "recorded the interrupted session")
+	// It records the session itself: no advice to do so (it said "record
+	// its changes with 'art commit --worktree 1'" just before recording).
+	checkLacks(t, "art log's stderr", res.stderr, "art commit")
 	if !strings.HasPrefix(strings.TrimSpace(res.stdout), "[") {
 		t.Errorf("art log --json output is not JSON (recovery messages on stdout?):\n%s", res.stdout)
 	}

@@ -41,6 +41,9 @@ func (g *globals) cleanupStale(r *repo.Repo) {
 		}
 		if done, err := fuse.CleanupStale(w.Mountpoint); err != nil {
 			fmt.Fprintf(g.stderr, "art: warning: %s\n", repo.EscapeControls(err.Error()))
+		} else if done && w.Kind == "run" {
+			// Recorded just below (or a warning says how to).
+			fmt.Fprintf(g.stderr, "art: removed the stale mount of interrupted worktree #%d at %s\n", w.ID, w.Mountpoint)
 		} else if done {
 			fmt.Fprintf(g.stderr, "art: removed the stale mount of interrupted worktree #%d at %s (record its changes with 'art commit --worktree %d')\n", w.ID, w.Mountpoint, w.ID)
 		}
