@@ -281,7 +281,7 @@ func runMain(ctx context.Context, g *globals, o *runOptions, argv []string) erro
 			// mode would give the agent that workspace's repository,
 			// every session of it, to delete.
 			ws := filepath.Dir(nested[0])
-			return runFail(fmt.Errorf("no repository found for %s, but %s below it has one: run art there (-m %s), or pass --direct to bind %s read-write with nothing recorded (its repositories hidden)", dir, ws, ws, dir))
+			return runFail(fmt.Errorf("no repository found for %s, but %s below it has one: run art there (-m %s), or pass --direct to bind %s read-write with nothing recorded (its repositories hidden)", dir, ws, repo.ShellArg(ws), dir))
 		}
 		if o.direct {
 			fmt.Fprintf(g.stderr, "art: direct mode: %s is bound read-write and nothing is recorded\n", dir)

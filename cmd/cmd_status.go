@@ -130,14 +130,14 @@ the worktrees of live or interrupted sessions.`,
 				if !h.Detached() {
 					where = h.Branch + " (" + h.Commit.Short() + ")"
 				}
-				if ahead, err := reaches(r, h.Commit, drift.Commit, 256); err != nil {
+				if ahead, err := r.IsAncestor(drift.Commit, h.Commit, 256); err != nil {
 					return err
 				} else if ahead {
-					fmt.Fprintf(g.stdout, "%s has moved on since: 'art diff %s %s' shows what changed, and 'art pull -m %s' brings it%s.\n",
-						where, drift.Commit.Short(), h.Commit.Short(), repo.ShellArg(abs), pushFirst(drift))
+					fmt.Fprintf(g.stdout, "%s has moved on since: 'art diff %s %s' shows what changed, and '%s' brings it%s.\n",
+						where, drift.Commit.Short(), h.Commit.Short(), g.pullCommand(abs, ""), pushFirst(drift))
 				} else {
-					fmt.Fprintf(g.stdout, "%s is not what the workspace holds: 'art diff %s %s' shows the difference, and 'art pull -m %s' makes it match%s.\n",
-						where, drift.Commit.Short(), h.Commit.Short(), repo.ShellArg(abs), pushFirst(drift))
+					fmt.Fprintf(g.stdout, "%s is not what the workspace holds: 'art diff %s %s' shows the difference, and '%s' makes it match%s.\n",
+						where, drift.Commit.Short(), h.Commit.Short(), g.pullCommand(abs, ""), pushFirst(drift))
 				}
 			}
 			printWorktrees(g, wts)
@@ -156,29 +156,4 @@ func pushFirst(d *repo.Drift) string {
 		return ""
 	}
 	return " (after 'art push' records the host's changes above)"
-}
-
-// reaches reports whether commit a is c or one of c's ancestors, looking
-// at most limit commits back.
-func reaches(r *repo.Repo, c, a objects.ID, limit int) (bool, error) {
-	queue := []objects.ID{c}
-	seen := map[objects.ID]bool{c: true}
-	for ; len(queue) > 0 && limit > 0; limit-- {
-		id := queue[0]
-		queue = queue[1:]
-		if id == a {
-			return true, nil
-		}
-		cm, err := r.LoadCommit(id)
-		if err != nil {
-			return false, err
-		}
-		for _, p := range cm.Parents {
-			if !seen[p] {
-				seen[p] = true
-				queue = append(queue, p)
-			}
-		}
-	}
-	return false, nil
 }

@@ -276,7 +276,19 @@ func (tx *Tx) sameIgnoringTimes(a, b objects.ID, host bool) (bool, error) {
 // before a (clocks may differ that much): an a on no line of c's would
 // otherwise have every push walk the whole history.
 func (tx *Tx) isAncestor(a, c objects.ID, limit int) (bool, error) {
-	ac, err := tx.LoadCommit(a)
+	return isAncestor(tx, a, c, limit)
+}
+
+// IsAncestor is isAncestor outside a transaction (art status: has the
+// branch moved on from what the workspace holds?).
+func (r *Repo) IsAncestor(a, c objects.ID, limit int) (bool, error) {
+	return isAncestor(r, a, c, limit)
+}
+
+func isAncestor(q interface {
+	LoadCommit(objects.ID) (*objects.Commit, error)
+}, a, c objects.ID, limit int) (bool, error) {
+	ac, err := q.LoadCommit(a)
 	if err != nil {
 		return false, err
 	}
@@ -290,7 +302,7 @@ func (tx *Tx) isAncestor(a, c objects.ID, limit int) (bool, error) {
 		if id == a {
 			return true, nil
 		}
-		cm, err := tx.LoadCommit(id)
+		cm, err := q.LoadCommit(id)
 		if err != nil {
 			return false, err
 		}
