@@ -3,6 +3,8 @@ package cmd
 import (
 	"fmt"
 
+	"github.com/artproject/art/repo"
+
 	"github.com/spf13/cobra"
 )
 
@@ -15,7 +17,10 @@ func newBranchCmd(g *globals) *cobra.Command {
 		Long: `With no arguments, branch lists branches, '*' marking the current one.
 With NAME it creates a branch at START (default HEAD) without switching to
 it; -d deletes a branch (not the current one) and prints the commit it
-pointed at. Names follow git's check-ref-format rules.`,
+pointed at, and on stderr how many of its commits no other branch or
+worktree holds: 'art gc' removes those (sessions kept only there
+included), and 'art branch NAME ID' brings the branch back until then.
+Names follow git's check-ref-format rules.`,
 		Example: `  art branch
   art branch attempt-1
   art branch attempt-2 HEAD~1
@@ -36,6 +41,17 @@ pointed at. Names follow git's check-ref-format rules.`,
 					return err
 				}
 				fmt.Fprintf(g.stdout, "Deleted branch %s (was %s).\n", args[0], id.Short())
+				// Said as git's -d refusal of an unmerged branch would,
+				// without refusing: what only this branch held goes at
+				// the next gc, session records (argv, status, trace) included.
+				if n, err := r.Unreferenced(id); err == nil && n > 0 {
+					verb, them := "are", "them"
+					if n == 1 {
+						verb, them = "is", "it"
+					}
+					fmt.Fprintf(g.stderr, "art: note: %s of %s %s on no other branch or worktree: 'art gc' removes %s; 'art branch %s %s' brings the branch back until then\n",
+						plural(n, "commit", "commits"), args[0], verb, them, repo.ShellArg(args[0]), id.Short())
+				}
 				return nil
 			}
 			if len(args) > 0 {

@@ -55,6 +55,46 @@ func (r *Repo) Roots() ([]objects.ID, error) {
 	return roots, rows.Err()
 }
 
+// Unreferenced counts the commits reached from id (it included) that no
+// root (Roots) reaches: what the next gc removes once the branch that
+// pointed at id is deleted. It walks commits only, never trees.
+func (r *Repo) Unreferenced(id objects.ID) (int, error) {
+	roots, err := r.Roots()
+	if err != nil {
+		return 0, err
+	}
+	kept := map[objects.ID]bool{}
+	walk := func(from []objects.ID, visit func(*objects.Commit)) error {
+		seen := map[objects.ID]bool{}
+		stack := append([]objects.ID(nil), from...)
+		for len(stack) > 0 {
+			c := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[c] || (visit != nil && kept[c]) {
+				continue
+			}
+			seen[c] = true
+			cm, err := r.LoadCommit(c)
+			if err != nil {
+				return err
+			}
+			if visit == nil {
+				kept[c] = true
+			} else {
+				visit(cm)
+			}
+			stack = append(stack, cm.Parents...)
+		}
+		return nil
+	}
+	if err := walk(roots, nil); err != nil {
+		return 0, err
+	}
+	n := 0
+	err = walk([]objects.ID{id}, func(*objects.Commit) { n++ })
+	return n, err
+}
+
 // ExtraRoots lets layers above the repository (the overlay's upper layers)
 // name content they reference; gc keeps it. chunks are chunks named as
 // such (an upper layer's blocks), not files: a block holding a whole
