@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
 // DirName and FileName locate a repository inside a workspace.
@@ -89,6 +91,33 @@ func repoFileIn(dir string) (string, bool, error) {
 		if q == artDir && !st.IsDir() || q == p && !st.Mode().IsRegular() {
 			return "", false, nil
 		}
+		if uid, ok := foreignOwner(st); ok {
+			// Said, not skipped, as a link is.
+			return "", false, fmt.Errorf("%s belongs to uid %d, not to you: art does not take a repository another user may have planted where it searches (a .art in /tmp or a shared directory had root's push store its files where that user reads them, and pull write theirs); name it with -d FILE or ART_DB if you trust it", q, uid)
+		}
 	}
 	return p, true, nil
+}
+
+// foreignOwner reports the owner of a .art directory or repository file
+// found by searching, when that is someone the caller does not trust (as
+// git's safe.directory): anyone but the caller, root, and, when root runs
+// through sudo, the user who called it.
+func foreignOwner(st os.FileInfo) (uint32, bool) {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	uid := sys.Uid
+	if uid == 0 || uid == uint32(os.Geteuid()) {
+		return 0, false
+	}
+	if os.Geteuid() == 0 {
+		if s := os.Getenv("SUDO_UID"); s != "" {
+			if n, err := strconv.ParseUint(s, 10, 32); err == nil && uint32(n) == uid {
+				return 0, false
+			}
+		}
+	}
+	return uid, true
 }

@@ -435,3 +435,63 @@ func TestShrinkWAL(t *testing.T) {
 		t.Fatalf("the log after ShrinkWAL: %d bytes", st.Size())
 	}
 }
+
+// A repository found by searching that another user owns (their .art in
+// /tmp, or in a shared directory above the workspace) is refused, as git
+// refuses such a .git: root's push stored its files there, where that
+// user read them, and pull wrote theirs into root's workspace. Named with
+// -d or ART_DB it is the caller's choice.
+func TestDiscoverRefusesAnotherUsersRepository(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give files to another user")
+	}
+	const other = 4242
+	for _, tc := range []struct {
+		name     string
+		chown    []string // relative to the planted repository's directory
+		sudoUID  string
+		explicit bool
+		refused  bool
+	}{
+		{name: "own repository", refused: false},
+		{name: "another user's .art and file", chown: []string{DirName, DirName + "/" + FileName}, refused: true},
+		{name: "another user's file in a .art of root's", chown: []string{DirName + "/" + FileName}, refused: true},
+		{name: "another user's .art holding root's file", chown: []string{DirName}, refused: true},
+		{name: "the sudo caller's own", chown: []string{DirName, DirName + "/" + FileName}, sudoUID: "4242", refused: false},
+		{name: "named with -d", chown: []string{DirName, DirName + "/" + FileName}, explicit: true, refused: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("ART_DB", "")
+			t.Setenv("SUDO_UID", tc.sudoUID)
+			shared := t.TempDir() // /tmp, a shared project directory
+			ws := filepath.Join(shared, "ws")
+			if err := os.Mkdir(ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Init(filepath.Join(shared, DirName, FileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+			for _, rel := range tc.chown {
+				if err := os.Chown(filepath.Join(shared, rel), other, other); err != nil {
+					t.Fatal(err)
+				}
+			}
+			explicit := ""
+			if tc.explicit {
+				explicit = r.Path
+			}
+			got, err := Discover(explicit, ws)
+			if !tc.refused {
+				if err != nil || got != r.Path {
+					t.Fatalf("Discover = %q, %v; want %s", got, err, r.Path)
+				}
+				return
+			}
+			if err == nil || errors.Is(err, ErrNoRepo) || !strings.Contains(err.Error(), "belongs to uid 4242") || !strings.Contains(err.Error(), "-d FILE") {
+				t.Fatalf("Discover = %q, %v; want a refusal naming the owner and -d", got, err)
+			}
+		})
+	}
+}
