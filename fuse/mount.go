@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 )
 
 // CheckMountpoint refuses mount points that are missing, not directories,
@@ -18,6 +19,13 @@ func CheckMountpoint(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", err
+	}
+	// As root, no other user's symbolic link on the way (see
+	// openTrusted; the mount itself goes by descriptor).
+	if fd, err := openTrusted(abs); errors.Is(err, errForeignLink) {
+		return "", err
+	} else if err == nil {
+		unix.Close(fd)
 	}
 	dead := func(err error) error {
 		return fmt.Errorf("mount point %s: the mount of a process that died (%w); any art command on its repository removes it, or unmount it: fusermount3 -uz %s", abs, err, abs)
@@ -176,11 +184,32 @@ func CleanupStale(dir string) (bool, error) {
 	// statfs always asks the server (stat may be answered from the
 	// kernel's attribute cache for a while after the server died), so
 	// ENOTCONN reliably means nobody serves the mount any more.
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); !deadServer(err) {
+	//
+	// The mount point is found without another user's link on the way
+	// (openTrusted), checked on its descriptor, and unmounted by the
+	// path that resolved to (unmountReal): by the path given, a local
+	// user who may rename a directory on the way had root detach
+	// whatever their link then led to (the dead mount's statfs passed,
+	// and the unmount went to another mount of the host).
+	fd, err := openTrusted(dir)
+	if errors.Is(err, errForeignLink) {
+		return false, fmt.Errorf("stale mount %s not removed: %w", dir, err)
+	}
+	if err != nil {
+		return false, nil // gone, or no directory: nothing of art's is mounted there
+	}
+	var st unix.Statfs_t
+	err = unix.Fstatfs(fd, &st)
+	real, rerr := fdRealPath(fd)
+	unix.Close(fd)
+	if !deadServer(err) || rerr != nil {
 		return false, nil
 	}
-	if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+	if err := unmountReal(real, unix.MNT_DETACH); err != nil {
+		if os.Geteuid() == 0 {
+			// fusermount3 would unmount by path again.
+			return false, fmt.Errorf("unmount stale %s: %w", dir, err)
+		}
 		if out, ferr := exec.Command("fusermount3", "-uz", dir).CombinedOutput(); ferr != nil {
 			return false, fmt.Errorf("unmount stale %s: %v (%s)", dir, err, strings.TrimSpace(string(out)))
 		}

@@ -47,7 +47,7 @@ type Server struct {
 // remove: umount2 would fail with EPERM whatever holds it.
 func (s *Server) TryUnmount() error {
 	if os.Geteuid() == 0 {
-		if err := syscall.Unmount(s.mp, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
+		if err := unmountTrusted(s.mp, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
 			return fmt.Errorf("unmount %s: %w", s.mp, err)
 		}
 		return nil
@@ -110,7 +110,7 @@ func (s *Server) Unmount() error {
 	var err error
 	delay := time.Duration(0)
 	for try := 0; try < 5; try++ {
-		if err = syscall.Unmount(s.dir, 0); err == nil || errors.Is(err, syscall.EINVAL) {
+		if err = unmountTrusted(s.dir, 0); err == nil || errors.Is(err, syscall.EINVAL) {
 			return nil
 		}
 		delay = 2*delay + 5*time.Millisecond
@@ -243,6 +243,11 @@ func Mount(dir string, ofs *overlay.FS, o Options) (*Server, error) {
 		},
 	}
 	srv, err := mountRing(dir, root, opts, o.Log, o.faults, ofs.Throttling)
+	if srv == nil && err == nil && os.Geteuid() == 0 {
+		// Root mounts by descriptor (mountDirect), never by a path a
+		// local user could swap: go-fuse's own mount(2) takes the path.
+		srv, err = mountClassicDirect(dir, root, opts, o.Log)
+	}
 	if srv == nil && err == nil {
 		var classic *gofuse.Server
 		classic, err = fs.Mount(dir, root, opts)
@@ -285,10 +290,14 @@ func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logg
 	}
 	fd, err := mountDirect(dir, &opts.MountOptions)
 	if err != nil {
+		ring.stop()
+		var mpErr *mountPointError
+		if errors.As(err, &mpErr) {
+			return nil, err // no other way of mounting goes there either
+		}
 		// go-fuse's own mount falls back to fusermount3, as the
 		// classic path does.
 		lg.Printf("art: FUSE over io_uring: %v; serving through /dev/fuse", err)
-		ring.stop()
 		return nil, nil
 	}
 	// go-fuse serves a descriptor art mounted through the /dev/fd/N
@@ -342,6 +351,44 @@ func mountRing(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logg
 	} else {
 		ring.stop() // not offered at INIT: /dev/fuse alone
 	}
+	if err := pollHack(dir); err != nil {
+		abortMount(dir)
+		srv.Wait()
+		return nil, fmt.Errorf("serve %s: %w", dir, err)
+	}
+	return srv, nil
+}
+
+// mountClassicDirect mounts dir as root through its descriptor
+// (mountDirect) and serves it through /dev/fuse. It returns a nil server
+// and no error when mount(2) itself fails (go-fuse then falls back to
+// fusermount3, as it always did), an error when the mount point is
+// refused.
+func mountClassicDirect(dir string, root fs.InodeEmbedder, opts *fs.Options, lg *log.Logger) (*Server, error) {
+	fd, err := mountDirect(dir, &opts.MountOptions)
+	if err != nil {
+		var mpErr *mountPointError
+		if errors.As(err, &mpErr) {
+			return nil, err
+		}
+		return nil, nil
+	}
+	mo := opts.MountOptions
+	mo.DirectMount = false
+	classicOpts := *opts
+	classicOpts.MountOptions = mo
+	rawFS := fs.NewNodeFS(root, &classicOpts)
+	classic, err := gofuse.NewServer(rawFS, fmt.Sprintf("/dev/fd/%d", fd), &mo)
+	if err != nil { // go-fuse closed fd
+		abortMount(dir)
+		return nil, fmt.Errorf("serve %s: %w", dir, err)
+	}
+	go classic.Serve()
+	if err := classic.WaitMount(); err != nil {
+		abortMount(dir)
+		return nil, fmt.Errorf("serve %s: %w", dir, err)
+	}
+	srv := &Server{classic: classic, dir: dir}
 	if err := pollHack(dir); err != nil {
 		abortMount(dir)
 		srv.Wait()
@@ -638,8 +685,8 @@ func Holders(dir string, max int) []string {
 // its own mount hangs for ever in the kernel (closing them sends FLUSH to
 // a server that is gone) unless the connection was aborted.
 func abortMount(dir string) {
-	syscall.Unmount(dir, syscall.MNT_FORCE)
-	syscall.Unmount(dir, syscall.MNT_DETACH)
+	unmountTrusted(dir, syscall.MNT_FORCE)
+	unmountTrusted(dir, syscall.MNT_DETACH)
 }
 
 // pollHack has the kernel learn, before anyone uses the mount, that it
@@ -679,12 +726,32 @@ func forcedRing(transport, why string) error {
 	return nil
 }
 
+// mountPointError is mountDirect's refusal of the mount point itself,
+// which no other way of mounting may then go around.
+type mountPointError struct {
+	dir string
+	err error
+}
+
+func (e *mountPointError) Error() string { return e.err.Error() } // it names the path
+func (e *mountPointError) Unwrap() error { return e.err }
+
 // mountDirect mounts a FUSE filesystem at dir with mount(2), as go-fuse's
 // direct mount does, and returns the connection's descriptor.
+//
+// The mount point is opened first (openTrusted: no other user's symbolic
+// link on the way) and mounted through its descriptor: by its path, a
+// directory another user could rename had root mount over what their
+// link put there instead (/etc), after every check passed.
 func mountDirect(dir string, o *gofuse.MountOptions) (int, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(dir, &st); err != nil {
-		return -1, err
+	dfd, err := openTrusted(dir)
+	if err != nil {
+		return -1, &mountPointError{dir, err}
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return -1, &mountPointError{dir, err}
 	}
 	fd, err := syscall.Open("/dev/fuse", syscall.O_RDWR|syscall.O_CLOEXEC, 0)
 	if err != nil {
@@ -701,7 +768,7 @@ func mountDirect(dir string, o *gofuse.MountOptions) (int, error) {
 	if o.AllowOther {
 		opts = append(opts, "allow_other")
 	}
-	if err := syscall.Mount(o.FsName, dir, "fuse."+o.Name, syscall.MS_NOSUID|syscall.MS_NODEV, strings.Join(opts, ",")); err != nil {
+	if err := syscall.Mount(o.FsName, fdPath(dfd), "fuse."+o.Name, syscall.MS_NOSUID|syscall.MS_NODEV, strings.Join(opts, ",")); err != nil {
 		syscall.Close(fd)
 		return -1, fmt.Errorf("mount(2) %s: %w", dir, err)
 	}

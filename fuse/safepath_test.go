@@ -1,0 +1,208 @@
+package fuse
+
+import (
+	"errors"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/artproject/art/overlay"
+	"github.com/artproject/art/repo"
+)
+
+// foreignUID owns the links "another local user" made in these tests;
+// no account needs to exist for it.
+const foreignUID = 4242
+
+// requireRoot skips tests of what root's art does with other users'
+// paths.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the links of another user are what root must not follow")
+	}
+}
+
+// symlinkOwned makes link -> target owned by uid.
+func symlinkOwned(t *testing.T, target, link string, uid int) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(link, uid, uid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenTrusted(t *testing.T) {
+	requireRoot(t)
+	tmp := t.TempDir()
+	real := filepath.Join(tmp, "real")
+	if err := os.MkdirAll(filepath.Join(real, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	symlinkOwned(t, real, filepath.Join(tmp, "rootabs"), 0)
+	symlinkOwned(t, "real/sub", filepath.Join(tmp, "rootrel"), 0)
+	symlinkOwned(t, "rootabs", filepath.Join(tmp, "chain"), 0)
+	symlinkOwned(t, real, filepath.Join(tmp, "foreign"), foreignUID)
+	symlinkOwned(t, "../foreign", filepath.Join(real, "up"), 0) // a trusted link leading to a foreign one
+	symlinkOwned(t, "loop", filepath.Join(tmp, "loop"), 0)
+	if err := os.WriteFile(filepath.Join(tmp, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		want string // the directory it must open, "" for an error
+		err  error
+	}{
+		{path: real, want: real},
+		{path: filepath.Join(real, "sub", ".."), want: real},
+		{path: filepath.Join(tmp, "rootabs", "sub"), want: filepath.Join(real, "sub")},
+		{path: filepath.Join(tmp, "rootrel"), want: filepath.Join(real, "sub")},
+		{path: filepath.Join(tmp, "chain", "sub", ".."), want: real},
+		{path: filepath.Join(tmp, "foreign"), err: errForeignLink},
+		{path: filepath.Join(tmp, "foreign", "sub"), err: errForeignLink},
+		{path: filepath.Join(real, "up", "sub"), err: errForeignLink},
+		{path: filepath.Join(tmp, "loop"), err: unix.ELOOP},
+		{path: filepath.Join(tmp, "file"), err: unix.ENOTDIR},
+		{path: filepath.Join(tmp, "missing"), err: unix.ENOENT},
+	} {
+		fd, err := openTrusted(tc.path)
+		if tc.err != nil {
+			if err == nil {
+				unix.Close(fd)
+				t.Errorf("openTrusted(%s) succeeded, want %v", tc.path, tc.err)
+			} else if !errors.Is(err, tc.err) {
+				t.Errorf("openTrusted(%s) = %v, want %v", tc.path, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("openTrusted(%s): %v", tc.path, err)
+			continue
+		}
+		got, _ := os.Readlink(fdPath(fd))
+		unix.Close(fd)
+		if got != tc.want {
+			t.Errorf("openTrusted(%s) opened %s, want %s", tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestMountNotThroughForeignLink is the end of the race in which another
+// user swaps the empty directory root's art checked for a link of theirs
+// (RENAME_EXCHANGE in a loop): the mount must not land where the link
+// leads (the victim, /etc in real life), in any transport.
+func TestMountNotThroughForeignLink(t *testing.T) {
+	requireRoot(t)
+	requireFUSE(t)
+	for _, transport := range []string{"classic", ""} {
+		for _, tc := range []struct {
+			name   string
+			link   func(share, victim string) string // makes the links, returns the mount point to use
+			refuse bool
+		}{
+			{"foreign mount point", func(share, victim string) string {
+				symlinkOwned(t, victim, filepath.Join(share, "mnt"), foreignUID)
+				return filepath.Join(share, "mnt")
+			}, true},
+			{"foreign ancestor", func(share, victim string) string {
+				symlinkOwned(t, filepath.Dir(victim), filepath.Join(share, "d"), foreignUID)
+				return filepath.Join(share, "d", filepath.Base(victim))
+			}, true},
+			{"root's own link", func(share, victim string) string {
+				symlinkOwned(t, victim, filepath.Join(share, "mnt"), 0)
+				return filepath.Join(share, "mnt")
+			}, false},
+		} {
+			t.Run(transport+"/"+tc.name, func(t *testing.T) {
+				t.Setenv("ART_FUSE_TRANSPORT", transport)
+				tmp := t.TempDir()
+				share, victim := filepath.Join(tmp, "share"), filepath.Join(tmp, "v", "victim")
+				for _, d := range []string{share, victim} {
+					if err := os.MkdirAll(d, 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				mp := tc.link(share, victim)
+				r, err := repo.Init(filepath.Join(tmp, "repo", "art.db"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				emptyCommit(t, r, "main")
+				wt, _, err := r.CreateWorktree("main", "mount", mp, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				ofs, err := overlay.Open(r, wt, overlay.Options{Log: log.New(io.Discard, "", 0)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ofs.Close()
+				srv, err := Mount(mp, ofs, Options{Log: log.New(io.Discard, "", 0)})
+				if mounted, _ := IsMountpoint(victim); mounted && tc.refuse {
+					abortMount(victim)
+					t.Fatalf("root mounted over %s, where another user's link led (Mount error: %v)", victim, err)
+				}
+				if tc.refuse {
+					if err == nil || !errors.Is(err, errForeignLink) {
+						t.Errorf("Mount(%s) = %v, want a refusal of the link", mp, err)
+					}
+					if srv != nil {
+						srv.Unmount()
+						srv.Wait()
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("Mount through root's own link: %v", err)
+				}
+				if mounted, _ := IsMountpoint(victim); !mounted {
+					t.Errorf("root's own link: %s not mounted", victim)
+				}
+				if err := srv.Unmount(); err != nil {
+					t.Errorf("Unmount: %v", err)
+				}
+				srv.Wait()
+			})
+		}
+	}
+}
+
+// TestUnmountNotThroughForeignLink: Abort (and every unmount of art's) at
+// a path whose directory another user swapped for a link must not detach
+// the mount that link leads to.
+func TestUnmountNotThroughForeignLink(t *testing.T) {
+	requireRoot(t)
+	tmp := t.TempDir()
+	victim := filepath.Join(tmp, "v", "mnt")
+	share := filepath.Join(tmp, "share")
+	for _, d := range []string{victim, share} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount("artvictim", victim, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	defer unix.Unmount(victim, unix.MNT_DETACH)
+	symlinkOwned(t, filepath.Dir(victim), filepath.Join(share, "d"), foreignUID)
+	symlinkOwned(t, victim, filepath.Join(share, "mnt"), foreignUID)
+	for _, mp := range []string{filepath.Join(share, "d", "mnt"), filepath.Join(share, "mnt")} {
+		for name, unmount := range map[string]func(){
+			"Abort":        func() { Abort(mp) },
+			"TryUnmount":   func() { (&Server{mp: mp}).TryUnmount() },
+			"CleanupStale": func() { CleanupStale(mp) },
+		} {
+			unmount()
+			if mounted, _ := IsMountpoint(victim); !mounted {
+				t.Fatalf("%s(%s) unmounted %s, where another user's link led", name, mp, victim)
+			}
+		}
+	}
+}
