@@ -37,6 +37,9 @@ func newInitCmd(g *globals) *cobra.Command {
 			}
 			path := g.db
 			if path == "" {
+				if err := repo.CheckNewArtDir(abs); err != nil {
+					return err
+				}
 				path = filepath.Join(abs, repo.DirName, repo.FileName)
 			}
 			r, err := repo.Init(path)

@@ -99,6 +99,27 @@ func repoFileIn(dir string) (string, bool, error) {
 	return p, true, nil
 }
 
+// CheckNewArtDir refuses to make a workspace's repository in a .art that
+// is a symbolic link or belongs to another user (see foreignOwner): art
+// init as root created art.db and .gitignore wherever a local user's
+// .art link led (any directory of the host), or in their own .art, where
+// they could replace the file or plant its -wal for SQLite to replay;
+// every later command then refused it as a found repository anyway.
+func CheckNewArtDir(workspace string) error {
+	artDir := filepath.Join(workspace, DirName)
+	st, err := os.Lstat(artDir)
+	if err != nil {
+		return nil // none yet (other errors: Init says)
+	}
+	if st.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("init: %s is a symbolic link, which art does not follow to make a repository (anyone who may write %s could have made it); remove it, or name the repository file with -d", artDir, workspace)
+	}
+	if uid, ok := foreignOwner(st); ok {
+		return fmt.Errorf("init: %s belongs to uid %d, not to you: whoever owns it could replace the repository art makes there; remove it, or name the repository file with -d", artDir, uid)
+	}
+	return nil
+}
+
 // foreignOwner reports the owner of a .art directory or repository file
 // found by searching, when that is someone the caller does not trust (as
 // git's safe.directory): anyone but the caller, root, and, when root runs

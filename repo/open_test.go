@@ -495,3 +495,54 @@ func TestDiscoverRefusesAnotherUsersRepository(t *testing.T) {
 		})
 	}
 }
+
+// art init -m DIR in a directory another user can write: a .art they
+// made (a link to any directory of the host, or a directory of theirs)
+// is refused before anything is created.
+func TestCheckNewArtDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to give files to another user")
+	}
+	const other = 4242
+	for _, tc := range []struct {
+		name    string
+		plant   func(t *testing.T, ws, victim string)
+		sudoUID string
+		refused string // in the error; "" for none
+	}{
+		{name: "no .art yet", plant: func(t *testing.T, ws, victim string) {}},
+		{name: "root's own .art", plant: func(t *testing.T, ws, victim string) {
+			os.Mkdir(filepath.Join(ws, DirName), 0o700)
+		}},
+		{name: "a link to another directory", refused: "symbolic link", plant: func(t *testing.T, ws, victim string) {
+			os.Symlink(victim, filepath.Join(ws, DirName))
+		}},
+		{name: "another user's .art", refused: "belongs to uid 4242", plant: func(t *testing.T, ws, victim string) {
+			os.Mkdir(filepath.Join(ws, DirName), 0o777)
+			os.Chown(filepath.Join(ws, DirName), other, other)
+		}},
+		{name: "the sudo caller's .art", sudoUID: "4242", plant: func(t *testing.T, ws, victim string) {
+			os.Mkdir(filepath.Join(ws, DirName), 0o755)
+			os.Chown(filepath.Join(ws, DirName), other, other)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("SUDO_UID", tc.sudoUID)
+			tmp := t.TempDir()
+			ws, victim := filepath.Join(tmp, "ws"), filepath.Join(tmp, "victim")
+			os.Mkdir(ws, 0o755)
+			os.Mkdir(victim, 0o700)
+			tc.plant(t, ws, victim)
+			err := CheckNewArtDir(ws)
+			if tc.refused == "" {
+				if err != nil {
+					t.Fatalf("CheckNewArtDir: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.refused) || !strings.Contains(err.Error(), "-d") {
+				t.Fatalf("CheckNewArtDir = %v; want a refusal (%s) naming -d", err, tc.refused)
+			}
+		})
+	}
+}
