@@ -70,6 +70,7 @@ func (s *syncedEntry) sameStat(h *hostEntry) bool {
 // shares: .art directories, .artignore, and the repository files.
 type scanner struct {
 	root     string
+	rootFD   int // the workspace directory while scan runs (-1 otherwise)
 	ignore   gitignore.Matcher
 	skipIno  map[[2]uint64]bool // (dev, ino) of repository files
 	skipPath map[string]bool    // absolute paths of repository files
@@ -87,7 +88,7 @@ type scanner struct {
 }
 
 func newScanner(r *Repo, root string, warn func(string)) (*scanner, error) {
-	s := &scanner{root: root, warn: warn, skipIno: map[[2]uint64]bool{}, skipPath: map[string]bool{}}
+	s := &scanner{root: root, rootFD: -1, warn: warn, skipIno: map[[2]uint64]bool{}, skipPath: map[string]bool{}}
 	if r != nil {
 		s.repoPath = r.Path
 		s.repoBase = filepath.Base(r.Path)
@@ -270,6 +271,21 @@ func (s *scanner) scan() (*hostEntry, error) {
 	if root.typ != objects.TypeDir {
 		return nil, fmt.Errorf("scan %s: not a directory", s.root)
 	}
+	// Every directory below is opened from this one, never through a
+	// link (scanDir): by path, a directory of the workspace swapped for a
+	// link after its parent's scan had the scan list, stat and read the
+	// link targets of whatever it led to (another user's private
+	// directory, /root), which push recorded and status listed.
+	rootFD, err := unix.Open(s.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("scan %s: %w", s.root, err)
+	}
+	defer func() { unix.Close(rootFD); s.rootFD = -1 }()
+	var rst unix.Stat_t
+	if err := unix.Fstat(rootFD, &rst); err != nil || rst.Dev != uint64(st.Dev) || rst.Ino != st.Ino {
+		return nil, fmt.Errorf("scan %s: %w (%s)", s.root, errChanged, readAdvice(errChanged))
+	}
+	s.rootFD = rootFD
 	g, ctx := errgroup.WithContext(context.Background())
 	g.SetLimit(2 * runtime.NumCPU())
 	var walk func(d *hostEntry) error
@@ -327,7 +343,7 @@ func (s *scanner) collect(d *hostEntry) {
 // shared state, so directories can be scanned concurrently.
 func (s *scanner) scanDir(dir *hostEntry) error {
 	abs := filepath.Join(s.root, filepath.FromSlash(dir.rel))
-	dfd, names, err := readDir(abs)
+	dfd, names, err := s.readDirBeneath(dir.rel, abs)
 	if err != nil {
 		return fmt.Errorf("read directory %s: %w (%s)", abs, err, readAdvice(err))
 	}
@@ -472,6 +488,16 @@ func readDir(abs string) (int, []string, error) {
 	if err != nil {
 		return -1, nil, err
 	}
+	names, err := readNames(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	return fd, names, nil
+}
+
+// readNames lists the names of open directory fd (without "." and "..").
+func readNames(fd int) ([]string, error) {
 	var names []string
 	buf := make([]byte, 16<<10)
 	for {
@@ -480,14 +506,53 @@ func readDir(abs string) (int, []string, error) {
 			continue
 		}
 		if err != nil {
-			unix.Close(fd)
-			return -1, nil, err
+			return nil, err
 		}
 		if n <= 0 {
-			return fd, names, nil
+			return names, nil
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names)
 	}
+}
+
+// readDirBeneath is readDir of the workspace's directory rel (abs by
+// path), opened from the scan's root descriptor with openat2
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS: a link in any component, which
+// the scan of its parent saw as a directory, is errChanged.
+func (s *scanner) readDirBeneath(rel, abs string) (int, []string, error) {
+	root := s.rootFD
+	if root < 0 { // outside scan
+		fd, err := unix.Open(s.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, nil, err
+		}
+		defer unix.Close(fd)
+		root = fd
+	}
+	name := filepath.FromSlash(rel)
+	if name == "" {
+		name = "."
+	}
+	fd, err := openBeneath(root, name, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH,
+	})
+	if errors.Is(err, unix.ENOSYS) { // before Linux 5.6: the last component only
+		return readDir(abs)
+	}
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) || errors.Is(err, unix.ENOTDIR) && rel != "" {
+		// Its parent's scan saw a directory there.
+		return -1, nil, errChanged
+	}
+	if err != nil {
+		return -1, nil, err
+	}
+	names, err := readNames(fd)
+	if err != nil {
+		unix.Close(fd)
+		return -1, nil, err
+	}
+	return fd, names, nil
 }
 
 func fstatat(dfd int, name string, st *syscall.Stat_t) error {
