@@ -242,6 +242,66 @@ func CheckPullTarget(dir string) (string, error) {
 	return abs, nil
 }
 
+// openDirNoSymlinks opens directory abs for pull's writes with no
+// symbolic link in any component (openat2 RESOLVE_NO_SYMLINKS), as
+// CheckPullTarget found it: checked there and opened by path here, a
+// directory on the way that another user owns (their workspace's parent,
+// a shared directory) swapped for a link meanwhile had root's pull write
+// the commit into whatever directory of that name the link led to.
+func openDirNoSymlinks(abs string) (int, error) {
+	root, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(root)
+	rel := strings.TrimPrefix(filepath.Clean(abs), "/")
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := openBeneath(root, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS,
+	})
+	if errors.Is(err, unix.ENOSYS) { // before Linux 5.6: the last component only
+		return unix.Open(abs, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
+	return fd, err
+}
+
+// mkdirAllNoSymlinks is os.MkdirAll(abs, 0o755) that never goes through
+// a symbolic link (MkdirAll follows them, and made the pull's workspace
+// where another user's link, swapped in after CheckPullTarget, led).
+func mkdirAllNoSymlinks(abs string) error {
+	cur, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { unix.Close(cur) }()
+	p := "/"
+	for _, c := range strings.Split(strings.Trim(filepath.Clean(abs), "/"), "/") {
+		if c == "" {
+			continue
+		}
+		p = filepath.Join(p, c)
+		next, err := unix.Openat(cur, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
+			if err := unix.Mkdirat(cur, c, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+				return &os.PathError{Op: "mkdir", Path: p, Err: err}
+			}
+			next, err = unix.Openat(cur, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			return fmt.Errorf("%s is a symbolic link or not a directory (art never writes through links)", p)
+		}
+		if err != nil {
+			return &os.PathError{Op: "open", Path: p, Err: err}
+		}
+		unix.Close(cur)
+		cur = next
+	}
+	return nil
+}
+
 // Pull makes the host directory match /<workspace>/ of a commit.
 func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	dir, err := CheckPullTarget(o.Dir)
@@ -273,7 +333,7 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	if !ok || ws.Type != objects.TypeDir {
 		return nil, fmt.Errorf("pull: commit %s has no workspace %q (%s); pull into a directory named like one of them", o.Commit.Short(), name, r.workspaceNames(c.Tree))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirAllNoSymlinks(dir); err != nil {
 		return nil, fmt.Errorf("pull: create %s: %w", dir, err)
 	}
 	p := &puller{r: r, dir: dir, ws: name, report: o.Report, host: map[string]*hostEntry{}, touched: map[uint64]int{}, commit: o.Commit, wsTree: ws.ID}
@@ -325,7 +385,10 @@ func (r *Repo) Pull(o PullOptions) (*PullResult, error) {
 	// take it (read-only, locked) must fail the pull before the host is
 	// touched, not after. The write that checks it marks the pull begun
 	// (pullingKey), until that record.
-	dfd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	dfd, err := openDirNoSymlinks(dir)
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		return nil, fmt.Errorf("pull: nothing was changed: a directory on the way to %s was replaced by a symbolic link since the pull began (art never writes through links); pull into the real path", dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pull: open %s: %w", dir, err)
 	}
