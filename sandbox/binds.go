@@ -9,7 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
 // LoadBinds reads a binds.json file in ART's format: a JSON array of
@@ -211,6 +213,9 @@ func ResolveAvoidingAgentLinks(path, workspace string, writable []string, missin
 		if d := inWritable(cur); d != "" {
 			return "", fmt.Errorf("%s is a symbolic link inside %s, which the sandbox may write (a read-write bind: an agent can put one there); use the real path", next, d)
 		}
+		if uid, ok := foreignLinkOwner(fi); ok {
+			return "", fmt.Errorf("%s is a symbolic link of uid %d, another user, who can have it lead anywhere (root's --trace-log through one in /tmp truncated and overwrote the root-only file it named; art resolves links itself, so fs.protected_symlinks does not stop it); use the real path", next, uid)
+		}
 		if strings.HasPrefix(next, "/proc/") {
 			// A magic link (/dev/stderr is /proc/self/fd/2): its target
 			// is no path; the kernel resolves it on open.
@@ -229,6 +234,25 @@ func ResolveAvoidingAgentLinks(path, workspace string, writable []string, missin
 		todo = append(strings.Split(strings.TrimPrefix(filepath.Clean(target), "/"), "/"), todo...)
 	}
 	return cur, nil
+}
+
+// foreignLinkOwner reports the owner of link fi when art runs as root
+// and that is another user than root, the caller and the user who called
+// sudo: what such a link leads to is theirs to choose, at any moment.
+func foreignLinkOwner(fi fs.FileInfo) (uint32, bool) {
+	if os.Geteuid() != 0 {
+		return 0, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || st.Uid == 0 {
+		return 0, false
+	}
+	if s := os.Getenv("SUDO_UID"); s != "" {
+		if n, err := strconv.ParseUint(s, 10, 32); err == nil && uint32(n) == st.Uid {
+			return 0, false
+		}
+	}
+	return st.Uid, true
 }
 
 func strictDecode(data []byte, v any) error {
