@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/artproject/art/internal/owner"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,33 +16,14 @@ import (
 // own path walk does (ELOOP past 40).
 const maxLinks = 40
 
-// trustedOwner reports whether a symbolic link owned by uid may be
-// followed on the way to a mount point: root's, the caller's and, under
-// sudo, the calling user's. Anyone else who owns a link (or the directory
-// around it) can have it lead elsewhere between art's checks and its
-// mount(2) or umount2(2), as root: a local user's link in a shared
-// directory, swapped for the empty directory art checked, had root mount
-// the agent's files over /etc, or unmount whatever they chose.
-//
-// Without root, every link is followed: art then mounts and unmounts
-// through fusermount3, with no more right than its caller.
-func trustedOwner(uid uint32) bool {
-	if os.Geteuid() != 0 || uid == 0 || uid == uint32(os.Geteuid()) {
-		return true
-	}
-	if s := os.Getenv("SUDO_UID"); s != "" && os.Geteuid() == 0 {
-		if n, err := strconv.ParseUint(s, 10, 32); err == nil && uint32(n) == uid {
-			return true
-		}
-	}
-	return false
-}
-
 // errForeignLink is openTrusted's error for a link it does not follow.
 var errForeignLink = errors.New("symbolic link of another user")
 
 // openTrusted opens directory path with O_PATH, component by component,
-// following only symbolic links a trusted owner made (trustedOwner); the
+// following only symbolic links a trusted owner made (owner.LinkTrusted:
+// as root, a local user's link in a shared directory, swapped for the
+// empty directory art checked, had root mount the agent's files over
+// /etc, or unmount whatever they chose); the
 // descriptor then names the directory art checked, whatever is renamed
 // afterwards, and mount(2) and umount2(2) through /proc/self/fd/N act on
 // it and nothing else. The last component is not asked anything (no
@@ -90,7 +72,7 @@ func openTrusted(path string) (int, error) {
 			}
 			return -1, &os.PathError{Op: "open", Path: filepath.Join(walked, c), Err: err}
 		}
-		if !trustedOwner(st.Uid) {
+		if !owner.LinkTrusted(st.Uid) {
 			unix.Close(lfd)
 			unix.Close(cur)
 			return -1, fmt.Errorf("%s: %w (uid %d), which art does not follow to a mount point: its owner can have it lead elsewhere, /etc included, between art's check and the mount or unmount; name the directory it leads to", filepath.Join(walked, c), errForeignLink, st.Uid)

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/artproject/art/internal/owner"
 )
 
 // DirName and FileName locate a repository inside a workspace.
@@ -122,23 +122,11 @@ func CheckNewArtDir(workspace string) error {
 
 // foreignOwner reports the owner of a .art directory or repository file
 // found by searching, when that is someone the caller does not trust (as
-// git's safe.directory): anyone but the caller, root, and, when root runs
-// through sudo, the user who called it.
+// git's safe.directory; see owner.Trusted).
 func foreignOwner(st os.FileInfo) (uint32, bool) {
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
+	uid, ok := owner.Of(st)
+	if !ok || owner.Trusted(uid) {
 		return 0, false
-	}
-	uid := sys.Uid
-	if uid == 0 || uid == uint32(os.Geteuid()) {
-		return 0, false
-	}
-	if os.Geteuid() == 0 {
-		if s := os.Getenv("SUDO_UID"); s != "" {
-			if n, err := strconv.ParseUint(s, 10, 32); err == nil && uint32(n) == uid {
-				return 0, false
-			}
-		}
 	}
 	return uid, true
 }

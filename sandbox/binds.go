@@ -9,9 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/artproject/art/internal/owner"
 )
 
 // LoadBinds reads a binds.json file in ART's format: a JSON array of
@@ -236,23 +236,15 @@ func ResolveAvoidingAgentLinks(path, workspace string, writable []string, missin
 	return cur, nil
 }
 
-// foreignLinkOwner reports the owner of link fi when art runs as root
-// and that is another user than root, the caller and the user who called
-// sudo: what such a link leads to is theirs to choose, at any moment.
+// foreignLinkOwner reports the owner of link fi when art may not follow
+// it (owner.LinkTrusted): what such a link leads to is theirs to choose,
+// at any moment.
 func foreignLinkOwner(fi fs.FileInfo) (uint32, bool) {
-	if os.Geteuid() != 0 {
+	uid, ok := owner.Of(fi)
+	if !ok || owner.LinkTrusted(uid) {
 		return 0, false
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || st.Uid == 0 {
-		return 0, false
-	}
-	if s := os.Getenv("SUDO_UID"); s != "" {
-		if n, err := strconv.ParseUint(s, 10, 32); err == nil && uint32(n) == st.Uid {
-			return 0, false
-		}
-	}
-	return st.Uid, true
+	return uid, true
 }
 
 func strictDecode(data []byte, v any) error {
