@@ -1159,10 +1159,13 @@ func TestRunDirectNestedRepo(t *testing.T) {
 			deep := filepath.Join(r.base, "deep", "er", "WS2")
 			writeFiles(t, deep, map[string]string{"b.txt": "b\n"})
 			r.mustArt("init", "-m", deep)
+			n := r.commitCount()
 			// Everything the agent's user's own, as for a user who runs art
 			// as themselves.
-			filepath.Walk(r.base, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })
-			n := r.commitCount()
+			chownAll := func(dir string, uid int) {
+				filepath.Walk(dir, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, uid) })
+			}
+			chownAll(r.base, 65534)
 			args := append([]string{"run", "-i=false"}, tc.args...)
 			res := runArt(t, r.base, artEnv(), nil, append(args, "--", "sh", "-c", agent)...)
 			if res.code != tc.code {
@@ -1178,6 +1181,8 @@ func TestRunDirectNestedRepo(t *testing.T) {
 					t.Errorf("the agent reached a repository below: %v", err)
 				}
 			}
+			// Root's again: as root, discovery takes no other user's.
+			chownAll(filepath.Join(r.ws, ".art"), 0)
 			r.checkNothingRecorded(n)
 		})
 	}
