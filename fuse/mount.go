@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/moby/sys/mountinfo"
+
+	"github.com/artproject/art/internal/owner"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,7 +24,7 @@ func CheckMountpoint(dir string) (string, error) {
 	}
 	// As root, no other user's symbolic link on the way (see
 	// openTrusted; the mount itself goes by descriptor).
-	if fd, err := openTrusted(abs); errors.Is(err, errForeignLink) {
+	if fd, err := openTrusted(abs); errors.Is(err, owner.ErrForeignLink) {
 		return "", err
 	} else if err == nil {
 		unix.Close(fd)
@@ -192,7 +194,7 @@ func CleanupStale(dir string) (bool, error) {
 	// whatever their link then led to (the dead mount's statfs passed,
 	// and the unmount went to another mount of the host).
 	fd, err := openTrusted(dir)
-	if errors.Is(err, errForeignLink) {
+	if errors.Is(err, owner.ErrForeignLink) {
 		return false, fmt.Errorf("stale mount %s not removed: %w", dir, err)
 	}
 	if err != nil {

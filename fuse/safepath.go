@@ -1,8 +1,6 @@
 package fuse
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,95 +10,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxLinks bounds the symbolic links openTrusted follows, as the kernel's
-// own path walk does (ELOOP past 40).
-const maxLinks = 40
-
-// errForeignLink is openTrusted's error for a link it does not follow.
-var errForeignLink = errors.New("symbolic link of another user")
-
-// openTrusted opens directory path with O_PATH, component by component,
-// following only symbolic links a trusted owner made (owner.LinkTrusted:
-// as root, a local user's link in a shared directory, swapped for the
-// empty directory art checked, had root mount the agent's files over
-// /etc, or unmount whatever they chose); the
-// descriptor then names the directory art checked, whatever is renamed
-// afterwards, and mount(2) and umount2(2) through /proc/self/fd/N act on
-// it and nothing else. The last component is not asked anything (no
-// stat), so a mount point whose server died opens too.
-func openTrusted(path string) (int, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return -1, err
-	}
-	cur, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	rest := strings.Split(abs, "/")
-	walked := "/"
-	links := 0
-	for len(rest) > 0 {
-		c := rest[0]
-		rest = rest[1:]
-		if c == "" || c == "." {
-			continue
-		}
-		next, err := unix.Openat(cur, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err == nil {
-			unix.Close(cur)
-			cur = next
-			walked = filepath.Join(walked, c)
-			continue
-		}
-		if !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
-			unix.Close(cur)
-			return -1, &os.PathError{Op: "open", Path: filepath.Join(walked, c), Err: err}
-		}
-		// Not a directory: a symbolic link, or nothing to go through.
-		lfd, lerr := unix.Openat(cur, c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if lerr != nil {
-			unix.Close(cur)
-			return -1, &os.PathError{Op: "open", Path: filepath.Join(walked, c), Err: lerr}
-		}
-		var st unix.Stat_t
-		if err := unix.Fstat(lfd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
-			unix.Close(lfd)
-			unix.Close(cur)
-			if err == nil {
-				err = unix.ENOTDIR
-			}
-			return -1, &os.PathError{Op: "open", Path: filepath.Join(walked, c), Err: err}
-		}
-		if !owner.LinkTrusted(st.Uid) {
-			unix.Close(lfd)
-			unix.Close(cur)
-			return -1, fmt.Errorf("%s: %w (uid %d), which art does not follow to a mount point: its owner can have it lead elsewhere, /etc included, between art's check and the mount or unmount; name the directory it leads to", filepath.Join(walked, c), errForeignLink, st.Uid)
-		}
-		if links++; links > maxLinks {
-			unix.Close(lfd)
-			unix.Close(cur)
-			return -1, &os.PathError{Op: "open", Path: path, Err: unix.ELOOP}
-		}
-		buf := make([]byte, unix.PathMax)
-		n, err := unix.Readlinkat(lfd, "", buf)
-		unix.Close(lfd)
-		if err != nil {
-			unix.Close(cur)
-			return -1, &os.PathError{Op: "readlink", Path: filepath.Join(walked, c), Err: err}
-		}
-		target := string(buf[:n])
-		rest = append(strings.Split(target, "/"), rest...)
-		if strings.HasPrefix(target, "/") {
-			unix.Close(cur)
-			if cur, err = unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
-				return -1, err
-			}
-			walked = "/"
-		}
-	}
-	return cur, nil
-}
+// openTrusted opens directory path with O_PATH, following no other
+// user's symbolic link (owner.OpenDir): the descriptor then names the
+// directory art checked, whatever is renamed afterwards, and mount(2) and
+// umount2(2) through /proc/self/fd/N act on it and nothing else.
+func openTrusted(path string) (int, error) { return owner.OpenDir(path) }
 
 // fdPath names the file descriptor fd refers to, for the system calls
 // that take a path only (mount(2), umount2(2)): they follow the magic

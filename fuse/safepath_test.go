@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/artproject/art/internal/owner"
 	"github.com/artproject/art/overlay"
 	"github.com/artproject/art/repo"
 )
@@ -35,61 +36,6 @@ func symlinkOwned(t *testing.T, target, link string, uid int) {
 	}
 	if err := os.Lchown(link, uid, uid); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestOpenTrusted(t *testing.T) {
-	requireRoot(t)
-	tmp := t.TempDir()
-	real := filepath.Join(tmp, "real")
-	if err := os.MkdirAll(filepath.Join(real, "sub"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	symlinkOwned(t, real, filepath.Join(tmp, "rootabs"), 0)
-	symlinkOwned(t, "real/sub", filepath.Join(tmp, "rootrel"), 0)
-	symlinkOwned(t, "rootabs", filepath.Join(tmp, "chain"), 0)
-	symlinkOwned(t, real, filepath.Join(tmp, "foreign"), foreignUID)
-	symlinkOwned(t, "../foreign", filepath.Join(real, "up"), 0) // a trusted link leading to a foreign one
-	symlinkOwned(t, "loop", filepath.Join(tmp, "loop"), 0)
-	if err := os.WriteFile(filepath.Join(tmp, "file"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		path string
-		want string // the directory it must open, "" for an error
-		err  error
-	}{
-		{path: real, want: real},
-		{path: filepath.Join(real, "sub", ".."), want: real},
-		{path: filepath.Join(tmp, "rootabs", "sub"), want: filepath.Join(real, "sub")},
-		{path: filepath.Join(tmp, "rootrel"), want: filepath.Join(real, "sub")},
-		{path: filepath.Join(tmp, "chain", "sub", ".."), want: real},
-		{path: filepath.Join(tmp, "foreign"), err: errForeignLink},
-		{path: filepath.Join(tmp, "foreign", "sub"), err: errForeignLink},
-		{path: filepath.Join(real, "up", "sub"), err: errForeignLink},
-		{path: filepath.Join(tmp, "loop"), err: unix.ELOOP},
-		{path: filepath.Join(tmp, "file"), err: unix.ENOTDIR},
-		{path: filepath.Join(tmp, "missing"), err: unix.ENOENT},
-	} {
-		fd, err := openTrusted(tc.path)
-		if tc.err != nil {
-			if err == nil {
-				unix.Close(fd)
-				t.Errorf("openTrusted(%s) succeeded, want %v", tc.path, tc.err)
-			} else if !errors.Is(err, tc.err) {
-				t.Errorf("openTrusted(%s) = %v, want %v", tc.path, err, tc.err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("openTrusted(%s): %v", tc.path, err)
-			continue
-		}
-		got, _ := os.Readlink(fdPath(fd))
-		unix.Close(fd)
-		if got != tc.want {
-			t.Errorf("openTrusted(%s) opened %s, want %s", tc.path, got, tc.want)
-		}
 	}
 }
 
@@ -150,7 +96,7 @@ func TestMountNotThroughForeignLink(t *testing.T) {
 					t.Fatalf("root mounted over %s, where another user's link led (Mount error: %v)", victim, err)
 				}
 				if tc.refuse {
-					if err == nil || !errors.Is(err, errForeignLink) {
+					if err == nil || !errors.Is(err, owner.ErrForeignLink) {
 						t.Errorf("Mount(%s) = %v, want a refusal of the link", mp, err)
 					}
 					if srv != nil {

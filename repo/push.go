@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/artproject/art/internal/owner"
 	"github.com/artproject/art/objects"
 )
 
@@ -169,11 +170,30 @@ type hostRoot struct {
 }
 
 func openHostRoot(path string) (*hostRoot, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := openWorkspaceDir(path)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
 	return &hostRoot{path: path, fd: fd}, nil
+}
+
+// openWorkspaceDir opens the workspace directory path for reading,
+// following no other user's symbolic link on the way as root
+// (owner.OpenDir). CheckWorkspaceDir refuses such a link, but a directory
+// above the workspace that another user owns, swapped for their link
+// after that check, had root's push read whatever directory of the
+// workspace's name the link led to.
+func openWorkspaceDir(path string) (int, error) {
+	pfd, err := owner.OpenDir(path)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(pfd)
+	fd, err := unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return fd, nil
 }
 
 func (r *hostRoot) close() { unix.Close(r.fd) }

@@ -263,27 +263,25 @@ func entryFromStat(rel string, st *syscall.Stat_t) (*hostEntry, bool) {
 // entries sorted, parents first), and warnings come directory by directory
 // in that order.
 func (s *scanner) scan() (*hostEntry, error) {
+	// Every directory below is opened from this one, never through a
+	// link (scanDir): by path, a directory of the workspace swapped for a
+	// link after its parent's scan had the scan list, stat and read the
+	// link targets of whatever it led to (another user's private
+	// directory, /root), which push recorded and status listed. The
+	// workspace itself is opened following no other user's link
+	// (openWorkspaceDir), and its attributes are the descriptor's.
+	rootFD, err := openWorkspaceDir(s.root)
+	if err != nil {
+		return nil, fmt.Errorf("scan %s: %w", s.root, err)
+	}
+	defer func() { unix.Close(rootFD); s.rootFD = -1 }()
 	var st syscall.Stat_t
-	if err := syscall.Lstat(s.root, &st); err != nil {
+	if err := syscall.Fstat(rootFD, &st); err != nil {
 		return nil, fmt.Errorf("scan %s: %w", s.root, err)
 	}
 	root, _ := entryFromStat("", &st)
 	if root.typ != objects.TypeDir {
 		return nil, fmt.Errorf("scan %s: not a directory", s.root)
-	}
-	// Every directory below is opened from this one, never through a
-	// link (scanDir): by path, a directory of the workspace swapped for a
-	// link after its parent's scan had the scan list, stat and read the
-	// link targets of whatever it led to (another user's private
-	// directory, /root), which push recorded and status listed.
-	rootFD, err := unix.Open(s.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("scan %s: %w", s.root, err)
-	}
-	defer func() { unix.Close(rootFD); s.rootFD = -1 }()
-	var rst unix.Stat_t
-	if err := unix.Fstat(rootFD, &rst); err != nil || rst.Dev != uint64(st.Dev) || rst.Ino != st.Ino {
-		return nil, fmt.Errorf("scan %s: %w (%s)", s.root, errChanged, readAdvice(errChanged))
 	}
 	s.rootFD = rootFD
 	g, ctx := errgroup.WithContext(context.Background())
@@ -522,7 +520,7 @@ func readNames(fd int) ([]string, error) {
 func (s *scanner) readDirBeneath(rel, abs string) (int, []string, error) {
 	root := s.rootFD
 	if root < 0 { // outside scan
-		fd, err := unix.Open(s.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := openWorkspaceDir(s.root)
 		if err != nil {
 			return -1, nil, err
 		}

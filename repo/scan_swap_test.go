@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/artproject/art/internal/owner"
 	"github.com/artproject/art/objects"
 )
 
@@ -60,5 +61,53 @@ func TestScanDirNotThroughSwappedLink(t *testing.T) {
 				t.Errorf("scanDir(%s) = %v; want it to say the workspace changed", tc.rel, err)
 			}
 		})
+	}
+}
+
+// The workspace reached, after CheckWorkspaceDir's look, through a
+// directory above it that another user swapped for their link: as root,
+// the scan and the reads of file contents must not follow it (push then
+// recorded whatever directory of the workspace's name the link led to).
+func TestWorkspaceNotOpenedThroughForeignLinkAfterCheck(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root: another user's links are what root must not follow")
+	}
+	tmp := t.TempDir()
+	private := filepath.Join(tmp, "private", "ws")
+	if err := os.MkdirAll(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(private, "secret"), []byte("root only"), 0o600)
+	shared := filepath.Join(tmp, "shared")
+	if err := os.Symlink(filepath.Join(tmp, "private"), shared); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(shared, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(shared, "ws")
+	s, err := newScanner(nil, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if root, err := s.scan(); err == nil || !errors.Is(err, owner.ErrForeignLink) {
+		t.Errorf("scan through another user's link = %v, %v; want a refusal", root, err)
+	}
+	if hr, err := openHostRoot(ws); err == nil || !errors.Is(err, owner.ErrForeignLink) {
+		if err == nil {
+			hr.close()
+		}
+		t.Errorf("openHostRoot through another user's link = %v; want a refusal", err)
+	}
+	// Root's own link is followed, as before.
+	own := filepath.Join(tmp, "own")
+	if err := os.Symlink(filepath.Join(tmp, "private"), own); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = newScanner(nil, filepath.Join(own, "ws"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.scan(); err != nil {
+		t.Errorf("scan through root's own link: %v", err)
 	}
 }
