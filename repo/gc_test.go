@@ -785,6 +785,215 @@ func TestGCFailureDeletesNothing(t *testing.T) {
 	}
 }
 
+// A read-only view (art mount --ro) keeps its branch's commit after the
+// branch is deleted (DeleteBranch allows that for views): gc must keep the
+// view's base, its trees and content, not fail on it nor free it.
+func TestGCKeepsTheBaseOfAViewOnADeletedBranch(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "on main\n"})
+	push(t, r, ws, "main")
+	writeFiles(t, ws, map[string]string{"b": "only on the viewed branch\n"})
+	viewed, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "viewed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.CreateView("viewed", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.DeleteBranch("viewed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.GC(r.WorktreeRoots); err != nil {
+		t.Fatalf("gc with a view on a deleted branch: %v", err)
+	}
+	files := wsEntries(t, r, viewed.Commit, "ws")
+	if _, ok := files["b"]; !ok {
+		t.Fatalf("the view's commit lost b: %v", files)
+	}
+	if p := fsckProblems(t, r); p != "" {
+		t.Fatalf("fsck after gc:\n%s", p)
+	}
+}
+
+// A session's syscall log (art run --trace) is named only by its commit
+// (Session.TraceID): gc must keep it, with its chunks, while the commit is
+// reachable, also when the log is cut into several chunks.
+func TestGCKeepsASessionsTraceLog(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+	}{
+		{"one chunk", 100},
+		{"several chunks", 700 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a\n"})
+			base := push(t, r, ws, "base").Commit
+			trace := make([]byte, tc.size)
+			rand.New(rand.NewSource(int64(tc.size))).Read(trace)
+			tx, err := r.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			id, _, err := tx.PutFile(bytes.NewReader(trace))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := tx.LoadCommit(base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			traced, err := tx.PutCommit(&objects.Commit{Tree: c.Tree, Parents: []objects.ID{base}, Time: 99, Message: "traced",
+				Session: &objects.Session{Mode: "run", TraceID: &id}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.SetBranch("main", traced); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.GC(r.WorktreeRoots); err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.ReadFile(id, int64(len(trace)))
+			if err != nil || !bytes.Equal(got, trace) {
+				t.Fatalf("trace log after gc: %d bytes, %v", len(got), err)
+			}
+			if p := fsckProblems(t, r); p != "" {
+				t.Fatalf("fsck after gc:\n%s", p)
+			}
+		})
+	}
+}
+
+// Every parent of a reachable commit is reachable, not only the first: a
+// push that merges records the host's own commit as the second parent,
+// and gc freeing it left a history fsck reports as damaged.
+func TestGCKeepsEveryParent(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n"})
+	first := push(t, r, ws, "first").Commit
+	writeFiles(t, ws, map[string]string{"b": "only on the side branch\n"})
+	side, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "side"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	c, err := tx.LoadCommit(side.Commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	merge, err := tx.PutCommit(&objects.Commit{Tree: c.Tree, Parents: []objects.ID{first, side.Commit}, Time: 99, Message: "merge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.SetBranch("main", merge); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.DeleteBranch("side"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.GC(r.WorktreeRoots); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.LoadCommit(side.Commit); err != nil {
+		t.Fatalf("gc freed a merge's second parent: %v", err)
+	}
+	if p := fsckProblems(t, reopen(t, r)); p != "" {
+		t.Fatalf("fsck after gc:\n%s", p)
+	}
+}
+
+// What ExtraRoots names is kept with everything below it: a tree with its
+// subtrees and files, a file with its chunks, a chunk as itself, even
+// when no commit reaches them.
+func TestGCKeepsExtraRoots(t *testing.T) {
+	big := make([]byte, 700<<10) // several chunks
+	rand.New(rand.NewSource(7)).Read(big)
+	for _, tc := range []struct {
+		name string
+		// extra names what the upper layer references, from the ids
+		// of a stored tree (holding sub/big), of big's file and of a
+		// lone chunk.
+		extra func(tree, file, chunk objects.ID) (trees, files, chunks []objects.ID)
+		// kept: whether the tree, the file and the chunk must survive.
+		tree, file, chunk bool
+	}{
+		{"a tree", func(tr, f, c objects.ID) ([]objects.ID, []objects.ID, []objects.ID) {
+			return []objects.ID{tr}, nil, nil
+		}, true, true, false},
+		{"a file", func(tr, f, c objects.ID) ([]objects.ID, []objects.ID, []objects.ID) {
+			return nil, []objects.ID{f}, nil
+		}, false, true, false},
+		{"a chunk", func(tr, f, c objects.ID) ([]objects.ID, []objects.ID, []objects.ID) {
+			return nil, nil, []objects.ID{c}
+		}, false, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a\n"})
+			push(t, r, ws, "")
+			tx, err := r.Begin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			file, size, err := tx.PutFile(bytes.NewReader(big))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub, err := tx.PutTree(&objects.Tree{Entries: []objects.Entry{{Name: "big", Type: objects.TypeFile, Mode: 0o644, ID: file, Size: uint64(size)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tree, err := tx.PutTree(&objects.Tree{Entries: []objects.Entry{{Name: "sub", Type: objects.TypeDir, Mode: 0o755, ID: sub}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lone := []byte("a block of an upper layer\n")
+			chunk := objects.Hash(lone)
+			if err := tx.PutChunkEncoded(chunk, len(lone), objects.EncRaw, lone); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			trees, files, chunks := tc.extra(tree, file, chunk)
+			if _, err := r.GC(func() ([]objects.ID, []objects.ID, []objects.ID, error) { return trees, files, chunks, nil }); err != nil {
+				t.Fatal(err)
+			}
+			r = reopen(t, r)
+			if _, err := r.LoadTree(sub); (err == nil) != tc.tree {
+				t.Errorf("subtree after gc: %v, want kept %v", err, tc.tree)
+			}
+			if got, err := r.ReadFile(file, size); (err == nil && bytes.Equal(got, big)) != tc.file {
+				t.Errorf("file after gc: %v, want kept %v", err, tc.file)
+			}
+			if _, err := r.LoadChunk(chunk); (err == nil) != tc.chunk {
+				t.Errorf("chunk after gc: %v, want kept %v", err, tc.chunk)
+			}
+			if p := fsckProblems(t, r); p != "" {
+				t.Fatalf("fsck after gc:\n%s", p)
+			}
+		})
+	}
+}
+
 // TestUnreferencedIsWhatGCRemoves: the count art branch -d reports (the
 // commits only the deleted branch reached) is what the next gc removes.
 func TestUnreferencedIsWhatGCRemoves(t *testing.T) {
