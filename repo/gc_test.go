@@ -993,3 +993,51 @@ func TestGCKeepsExtraRoots(t *testing.T) {
 		})
 	}
 }
+
+// keptAncestor follows first parents only: a workspace synced with a
+// merge gc frees moves to the branch's side of it, as its doc says, not
+// to the commit merged in.
+func TestGCKeptAncestorFollowsFirstParents(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n"})
+	root := push(t, r, ws, "root").Commit
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	first := putCommitTx(t, tx, "first", root)
+	second := putCommitTx(t, tx, "second", root)
+	mid := putCommitTx(t, tx, "mid", first)
+	c, err := tx.LoadCommit(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	merge, err := tx.PutCommit(&objects.Commit{Tree: c.Tree, Parents: []objects.ID{mid, second}, Time: 99, Message: "merge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		keep []objects.ID
+		want objects.ID // zero: none
+	}{
+		{"first parent kept", []objects.ID{mid, second}, mid},
+		{"only the merged-in parent kept", []objects.ID{second}, objects.Zero},
+		{"first parents further back", []objects.ID{first, second}, first},
+		{"the root", []objects.ID{root}, root},
+		{"nothing kept", nil, objects.Zero},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keep := map[objects.ID]bool{}
+			for _, id := range tc.keep {
+				keep[id] = true
+			}
+			got, ok := r.keptAncestor(tx, merge, keep)
+			if ok != !tc.want.IsZero() || got != tc.want {
+				t.Errorf("keptAncestor = %s, %v; want %s", got.Short(), ok, tc.want.Short())
+			}
+		})
+	}
+}
