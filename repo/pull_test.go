@@ -802,3 +802,75 @@ func withFile(t *testing.T, r *Repo, of objects.ID, path []string, content strin
 	}
 	return id
 }
+
+// A symbolic link the host retargeted since the last sync is the host's
+// change, as a file's edit is: a pull of a commit that changes or deletes
+// the link conflicts and leaves the host's link alone.
+func TestPullSymlinkChangedOnTheHostConflicts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		commit func(t *testing.T, link string) // what the pulled commit does to the link
+		why    string
+	}{
+		{"retargeted in the commit", func(t *testing.T, link string) {
+			os.Remove(link)
+			if err := os.Symlink("t2", link); err != nil {
+				t.Fatal(err)
+			}
+		}, "l (changed on the host)"},
+		{"deleted in the commit", func(t *testing.T, link string) {
+			os.Remove(link)
+		}, "l (changed on the host, deleted in the commit)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			link := filepath.Join(ws, "l")
+			writeFiles(t, ws, map[string]string{"a": "a\n"})
+			if err := os.Symlink("t1", link); err != nil {
+				t.Fatal(err)
+			}
+			synced := push(t, r, ws, "synced").Commit
+			tc.commit(t, link)
+			pulled := push(t, r, ws, "pulled").Commit
+			pull(t, r, ws, synced) // the host has l -> t1, as synced
+			os.Remove(link)
+			if err := os.Symlink("host", link); err != nil {
+				t.Fatal(err)
+			}
+			_, err := r.Pull(PullOptions{Dir: ws, Commit: pulled})
+			mustFail(t, err, ErrConflict)
+			if !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("conflict message: %v", err)
+			}
+			if got, err := os.Readlink(link); err != nil || got != "host" {
+				t.Errorf("the host's link is now %q (%v)", got, err)
+			}
+		})
+	}
+}
+
+// An empty directory made on the host, which the repository never held,
+// is the host's own as a file is: a pull leaves it, wherever it is.
+func TestPullLeavesHostOnlyEmptyDirectories(t *testing.T) {
+	for _, dir := range []string{"mine", "held/mine", "mine/deeper"} {
+		t.Run(dir, func(t *testing.T) {
+			r := newTestRepo(t)
+			ws := newWorkspace(t, "ws")
+			writeFiles(t, ws, map[string]string{"a": "a1\n", "held/b": "b\n"})
+			v1 := push(t, r, ws, "v1").Commit
+			writeFiles(t, ws, map[string]string{"a": "a2\n"})
+			push(t, r, ws, "v2")
+			if err := os.MkdirAll(filepath.Join(ws, dir), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			res := pull(t, r, ws, v1)
+			if st, err := os.Lstat(filepath.Join(ws, dir)); err != nil || !st.IsDir() {
+				t.Fatalf("the host's empty directory %s after the pull: %v", dir, err)
+			}
+			if res.Deleted != 0 {
+				t.Errorf("pull %+v, want nothing deleted", res)
+			}
+		})
+	}
+}

@@ -86,6 +86,28 @@ func TestPullRacingHostChanges(t *testing.T) {
 			},
 		},
 		{
+			// Only the inode's change time tells: size and mtime are as
+			// the scan saw them (a tool that restores mtimes, rsync -t).
+			name: "same-size edit with its mtime put back",
+			change: func(t *testing.T, ws, _ string) {
+				p := filepath.Join(ws, "b")
+				st, err := os.Stat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				writeFiles(t, ws, map[string]string{"b": "B1\n"})
+				if err := os.Chtimes(p, st.ModTime(), st.ModTime()); err != nil {
+					t.Fatal(err)
+				}
+			},
+			path: "b",
+			check: func(t *testing.T, ws, _ string) {
+				if got := readString(t, filepath.Join(ws, "b")); got != "B1\n" {
+					t.Errorf("b = %q, the user's edit was overwritten", got)
+				}
+			},
+		},
+		{
 			name:   "file created where the pull creates one",
 			change: func(t *testing.T, ws, _ string) { writeFiles(t, ws, map[string]string{"new": "user's own\n"}) },
 			path:   "new",
