@@ -2,13 +2,16 @@ package overlay
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/artproject/art/objects"
+	"github.com/artproject/art/repo"
 )
 
 // FuzzDecodeRecord: a journal left by a crash is read back at the next
@@ -188,5 +191,83 @@ func TestApplyCompressesJournaledChunks(t *testing.T) {
 		if (stored < len(c.data)) != c.compressed {
 			t.Errorf("%s: %d bytes stored for %d (compressed should be %v)", c.name, stored, len(c.data), c.compressed)
 		}
+	}
+}
+
+// replayJournal applies only a journal that is this worktree's, and of it
+// only whole frames whose checksum holds: a journal left by an earlier
+// worktree of the same id (ids are reused once a worktree is gone), or a
+// frame torn or damaged by a crash, must not reach the upper layer.
+func TestReplayJournalTakesOnlyItsOwn(t *testing.T) {
+	frame := func(rec *record) []byte {
+		payload := encodeRecord(rec)
+		b := binary.LittleEndian.AppendUint32(nil, frameMagic)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+		b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(payload, crcTable))
+		return append(b, payload...)
+	}
+	row := func(ino uint64) *record {
+		return &record{inodes: []inodeRow{{ino: ino, typ: objects.TypeFile, mode: 0o644, nlink: 1, size: 3}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		journal func(wt *repo.Worktree) []byte
+		want    []uint64 // inodes replayed
+	}{
+		{"its own", func(wt *repo.Worktree) []byte {
+			return append(append(journalHeader(wt), frame(row(7))...), frame(row(8))...)
+		}, []uint64{7, 8}},
+		{"an earlier worktree's of the same id", func(wt *repo.Worktree) []byte {
+			old := *wt
+			old.Created--
+			return append(journalHeader(&old), frame(row(7))...)
+		}, nil},
+		{"a damaged frame and what follows it", func(wt *repo.Worktree) []byte {
+			bad := frame(row(8))
+			bad[len(bad)-1] ^= 1
+			return append(append(append(journalHeader(wt), frame(row(7))...), bad...), frame(row(9))...)
+		}, []uint64{7}},
+		{"a torn frame", func(wt *repo.Worktree) []byte {
+			f := frame(row(8))
+			return append(append(journalHeader(wt), frame(row(7))...), f[:len(f)-1]...)
+		}, []uint64{7}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := repo.Init(filepath.Join(t.TempDir(), "art.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if _, err := r.Push(context.Background(), repo.PushOptions{Dir: t.TempDir()}); err != nil {
+				t.Fatal(err)
+			}
+			wt, _, err := r.CreateWorktree("main", "mount", "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := JournalPath(r, wt)
+			if err := os.WriteFile(path, tc.journal(wt), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := replayJournal(r, wt, path); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := r.DB.Query(`SELECT ino FROM upper_inodes WHERE wt=? ORDER BY ino`, wt.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var got []uint64
+			for rows.Next() {
+				var ino uint64
+				if err := rows.Scan(&ino); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, ino)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("replayed inodes %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
