@@ -997,3 +997,31 @@ func settle(t *testing.T, fs *FS) {
 		t.Fatal(err)
 	}
 }
+
+// An fsync journals what was written and fsyncs the journal (what the
+// agent's fsync(2) promises, before SQLite holds it): with the applier
+// held, the record stays in the journal, which must then be marked hard.
+func TestFsyncSyncsTheJournal(t *testing.T) {
+	_, _, fs := newWorktreeFS(t)
+	release := make(chan struct{})
+	defer func() { close(release); fs.Close() }()
+	fs.p.mu.Lock()
+	fs.p.beforeApply = func() error { <-release; return nil }
+	fs.p.mu.Unlock()
+	a, err := fs.Create(RootIno, "f", 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Write(a.Ino, []byte("fsynced\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Fsync(a.Ino); err != nil {
+		t.Fatal(err)
+	}
+	fs.p.jmu.Lock()
+	hard := fs.p.j.hard
+	fs.p.jmu.Unlock()
+	if !hard {
+		t.Fatal("fsync returned with the journal not fsynced")
+	}
+}

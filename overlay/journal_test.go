@@ -271,3 +271,42 @@ func TestReplayJournalTakesOnlyItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// Once replayed, the journal starts over: what it held is in SQLite, and
+// left behind the new header, old frames would be replayed again after
+// newer ones at the next crash.
+func TestOpenJournalStartsEmpty(t *testing.T) {
+	r, err := repo.Init(filepath.Join(t.TempDir(), "art.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Push(context.Background(), repo.PushOptions{Dir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	wt, _, err := r.CreateWorktree("main", "mount", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := encodeRecord(&record{inodes: []inodeRow{{ino: 7, typ: objects.TypeFile, mode: 0o644, nlink: 1}}})
+	b := journalHeader(wt)
+	b = binary.LittleEndian.AppendUint32(b, frameMagic)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(payload, crcTable))
+	b = append(b, payload...)
+	if err := os.WriteFile(JournalPath(r, wt), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, err := openJournal(r, wt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	st, err := j.f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != int64(len(journalHeader(wt))) {
+		t.Fatalf("journal holds %d bytes after its replay, want its header's %d", st.Size(), len(journalHeader(wt)))
+	}
+}
