@@ -1025,3 +1025,64 @@ func TestFsyncSyncsTheJournal(t *testing.T) {
 		t.Fatal("fsync returned with the journal not fsynced")
 	}
 }
+
+// The applier resets the journal once everything queued is applied, but
+// only if nothing was journaled meanwhile: a record appended between its
+// batch and the reset is in no other place until it is applied, and a
+// reset then dropped it (lost at a crash, fsynced or not).
+func TestJournalResetKeepsARecordJournaledMeanwhile(t *testing.T) {
+	_, _, fs := newWorktreeFS(t)
+	defer fs.Close()
+	release := make(chan struct{})
+	fs.p.mu.Lock()
+	fs.p.beforeApply = func() error { <-release; return nil }
+	fs.p.mu.Unlock()
+	applied := func() uint64 {
+		fs.p.mu.Lock()
+		defer fs.p.mu.Unlock()
+		return fs.p.applied
+	}
+	if _, err := fs.Create(RootIno, "first", 0o644, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.p.sync(false, agentRoom); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the journal while the applier applies the first record: it
+	// then waits here to reset the journal.
+	fs.p.jmu.Lock()
+	close(release)
+	for deadline := time.Now().Add(5 * time.Second); applied() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			fs.p.jmu.Unlock()
+			t.Fatal("the first record was not applied")
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	// Journal a second record meanwhile, as sync does.
+	if _, err := fs.Create(RootIno, "second", 0o644, nil); err != nil {
+		fs.p.jmu.Unlock()
+		t.Fatal(err)
+	}
+	rec := fs.p.snapshot()
+	if err := fs.p.j.append(rec, fs.p.pendingBytes(), agentRoom); err != nil {
+		fs.p.jmu.Unlock()
+		t.Fatal(err)
+	}
+	fs.p.mu.Lock()
+	fs.p.queue = append(fs.p.queue, rec)
+	fs.p.queued++
+	fs.p.covered = rec.mark
+	fs.p.mu.Unlock()
+	fs.p.jmu.Unlock()
+	time.Sleep(50 * time.Millisecond) // the applier's reset step
+	fs.p.jmu.Lock()
+	defer fs.p.jmu.Unlock()
+	st, err := fs.p.j.f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied() < 2 && st.Size() <= int64(len(journalMagic)+16) {
+		t.Fatal("the journal was reset with a record in it not yet applied")
+	}
+}
