@@ -1003,3 +1003,41 @@ func TestCommitLargeDirectoryTree(t *testing.T) {
 		t.Errorf("fsck: %v %v", res.Problems, err)
 	}
 }
+
+// A lower file whose size a session changed with no write (truncate(2)
+// shorter or longer) is stored as it now reads, not taken for its
+// unchanged lower content: the commit's entry and content agree.
+func TestCommitOfAResizedLowerFile(t *testing.T) {
+	const content = "hello, world\n"
+	for _, tc := range []struct {
+		name   string
+		size   int64
+		reopen bool // the worktree is closed and opened again before the commit
+	}{
+		{"shorter", 5, false},
+		{"longer", 20, false},
+		{"empty", 0, false},
+		{"shorter, after a reopen", 5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, func(dir string) {
+				os.WriteFile(filepath.Join(dir, "f"), []byte(content), 0o644)
+			})
+			size := tc.size
+			if _, err := e.fs.Setattr(e.ino("ws/f"), overlay.SetAttr{Size: &size}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.reopen {
+				e.reopen()
+			}
+			e.commit()
+			want := (content + strings.Repeat("\x00", 20))[:size]
+			if got := e.read("ws/f"); got != want {
+				t.Errorf("f after the commit = %q, want %q", got, want)
+			}
+			if res, err := e.r.Fsck(nil); err != nil || len(res.Problems) > 0 {
+				t.Fatalf("fsck: %v %v", err, res.Problems)
+			}
+		})
+	}
+}
