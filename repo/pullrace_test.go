@@ -638,6 +638,16 @@ func TestPullBlockedByUntrackedEntries(t *testing.T) {
 			writeFiles(t, ws, map[string]string{"d/a.o": "obj\n"})
 			return v1, r
 		}, "d (a directory holding files the repository never had"},
+		{"ignored files deeper in a replaced directory", func(t *testing.T, ws string) (objects.ID, *Repo) {
+			r := newTestRepo(t)
+			writeFiles(t, ws, map[string]string{".artignore": "*.o\n", "d": "file\n"})
+			v1 := push(t, r, ws, "v1").Commit
+			os.Remove(filepath.Join(ws, "d"))
+			writeFiles(t, ws, map[string]string{"d/sub/a.c": "src\n"})
+			push(t, r, ws, "v2")
+			writeFiles(t, ws, map[string]string{"d/sub/a.o": "obj\n"})
+			return v1, r
+		}, "d (a directory holding files the repository never had"},
 		{"socket at a file's name", func(t *testing.T, ws string) (objects.ID, *Repo) {
 			r := newTestRepo(t)
 			writeFiles(t, ws, map[string]string{"sock": "data\n", "other": "1\n"})
