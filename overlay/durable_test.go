@@ -1086,3 +1086,48 @@ func TestJournalResetKeepsARecordJournaledMeanwhile(t *testing.T) {
 		t.Fatal("the journal was reset with a record in it not yet applied")
 	}
 }
+
+// A deleted file leaves the upper layer whole, its blocks too: left
+// behind, they keep their chunks from gc for good (WorktreeRoots names
+// every block), under an inode number a later file may take.
+func TestDeletedFileLeavesNoBlocks(t *testing.T) {
+	r, wt, fs := newWorktreeFS(t)
+	defer fs.Close()
+	a, err := fs.Create(RootIno, "f", 0o644, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Write(a.Ino, randomBytes(3*BlockSize), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Flush(a.Ino); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.p.drain(); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		var n int
+		if err := r.DB.QueryRow(`SELECT count(*) FROM upper_blocks WHERE wt=? AND ino=?`, wt.ID, int64(a.Ino)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if count() == 0 {
+		t.Fatal("the file's blocks were not stored")
+	}
+	fs.Released(a.Ino)
+	if err := fs.Unlink(RootIno, "f"); err != nil {
+		t.Fatal(err)
+	}
+	fs.Forget(a.Ino)
+	if err := fs.p.sync(false, agentRoom); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.p.drain(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d blocks of the deleted file left in the upper layer", n)
+	}
+}
