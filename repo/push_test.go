@@ -181,6 +181,19 @@ func TestPushIncremental(t *testing.T) {
 			ts := time.Now().Add(time.Hour)
 			os.Chtimes(filepath.Join(ws, "a"), ts, ts)
 		}, 1, true}, // the mtime is part of the tree
+		// Only the inode's change time tells (a tool that restores
+		// mtimes, rsync -t): the stat cache must not vouch for it.
+		{"same-size edit with its mtime put back", func() {
+			p := filepath.Join(ws, "d/c")
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeFiles(t, ws, map[string]string{"d/c": "C2\n"})
+			if err := os.Chtimes(p, st.ModTime(), st.ModTime()); err != nil {
+				t.Fatal(err)
+			}
+		}, 1, true},
 		{"chmod", func() { os.Chmod(filepath.Join(ws, "b"), 0o600) }, 1, true},
 		{"new file", func() { writeFiles(t, ws, map[string]string{"new": "n\n"}) }, 1, true},
 		{"file deleted", func() { os.Remove(filepath.Join(ws, "d/e")) }, 0, true},

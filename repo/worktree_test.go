@@ -110,6 +110,23 @@ func TestWorktreeClaims(t *testing.T) {
 			t.Errorf("claim of a recorded worktree: %v, want ErrWorktreeTaken", err)
 		}
 	})
+	t.Run("a worktree whose owner lives cannot be claimed", func(t *testing.T) {
+		wt := fresh()
+		// Another art process owns it (as read): a recovery must not
+		// fold the upper layer a live session is writing.
+		owner := exec.Command("sleep", "60")
+		if err := owner.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { owner.Process.Kill(); owner.Wait() }()
+		start := ProcessStart(owner.Process.Pid)
+		r.DB.Exec(`UPDATE worktrees SET pid=?, pid_start=? WHERE id=?`, owner.Process.Pid, start, wt.ID)
+		seen := *wt
+		seen.Pid, seen.PidStart = owner.Process.Pid, start
+		if err := r.ClaimWorktree(&seen); !errors.Is(err, ErrWorktreeTaken) {
+			t.Errorf("claim of a live owner's worktree: %v, want ErrWorktreeTaken", err)
+		}
+	})
 	t.Run("a live owner is live whatever the row says", func(t *testing.T) {
 		wt := fresh()
 		if err := r.ClaimWorktree(wt); err != nil {
