@@ -110,6 +110,20 @@ func TestWorktreeClaims(t *testing.T) {
 			t.Errorf("claim of a recorded worktree: %v, want ErrWorktreeTaken", err)
 		}
 	})
+	t.Run("a worktree claimed and released since it was read cannot be claimed", func(t *testing.T) {
+		wt := fresh()
+		seen := *wt // read with its dead owner
+		if err := r.ClaimWorktree(wt); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ReleaseWorktree(wt); err != nil {
+			t.Fatal(err)
+		}
+		// No owner now, and none alive: still not the row seen.
+		if err := r.ClaimWorktree(&seen); !errors.Is(err, ErrWorktreeTaken) {
+			t.Errorf("claim from a stale read: %v, want ErrWorktreeTaken", err)
+		}
+	})
 	t.Run("a worktree whose owner lives cannot be claimed", func(t *testing.T) {
 		wt := fresh()
 		// Another art process owns it (as read): a recovery must not
