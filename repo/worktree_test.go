@@ -1,12 +1,15 @@
 package repo
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/artproject/art/objects"
 )
@@ -339,6 +342,52 @@ func TestPushRefusedByTheBranchsWorktree(t *testing.T) {
 			}
 			if _, err := r.Push(context.Background(), PushOptions{Dir: ws, Branch: "mine"}); err != nil {
 				t.Fatalf("push to another branch: %v", err)
+			}
+		})
+	}
+}
+
+// ProcessAlive decides whether a worktree's owner still runs: a pid
+// reused by a later process (another start time) or a zombie (killed, not
+// yet reaped) is no owner, or its interrupted session stayed "live" and
+// was never recorded.
+func TestProcessAlive(t *testing.T) {
+	me := os.Getpid()
+	meStart := ProcessStart(me)
+	if meStart == 0 {
+		t.Fatal("no start time for this process")
+	}
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Wait()
+	zpid := zombie.Process.Pid
+	zstart := ProcessStart(zpid)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", zpid))
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'Z' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not become a zombie")
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		pid   int
+		start int64
+		want  bool
+	}{
+		{"this process", me, meStart, true},
+		{"this process, start unknown", me, 0, true},
+		{"a pid reused by another process", me, meStart + 1, false},
+		{"no pid", 0, 0, false},
+		{"a zombie", zpid, zstart, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ProcessAlive(tc.pid, tc.start); got != tc.want {
+				t.Errorf("ProcessAlive(%d, %d) = %v, want %v", tc.pid, tc.start, got, tc.want)
 			}
 		})
 	}
