@@ -1041,3 +1041,56 @@ func TestGCKeptAncestorFollowsFirstParents(t *testing.T) {
 		})
 	}
 }
+
+// An upper layer names the lower trees of the directories it copied up
+// and the lower content of its files (WorktreeRoots): gc reads each as
+// what it is, a tree or a file.
+func TestGCWithCopiedUpNodes(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"d/f": "lower content\n"})
+	base := push(t, r, ws, "").Commit
+	files := wsEntries(t, r, base, "ws")
+	if files["d"] == "" || files["d/f"] == "" {
+		t.Fatalf("tree %v", files)
+	}
+	c, err := r.LoadCommit(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsEntry, _, err := r.Lookup(c.Tree, []string{"ws"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := r.Lookup(c.Tree, []string{"ws", "d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := r.Lookup(c.Tree, []string{"ws", "d", "f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := r.CreateWorktree("main", "mount", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := r.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ins = `INSERT INTO upper_inodes(wt, ino, type, mode, nlink, size, mtime, ctime, atime, base, base_size) VALUES(?, ?, ?, ?, 1, ?, 0, 0, 0, ?, ?)`
+	for i, e := range []objects.Entry{wsEntry, d, f} {
+		if _, err := tx.Exec(ins, w.ID, 10+i, int(e.Type), e.Mode, int64(e.Size), e.ID[:], int64(e.Size)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.GC(r.WorktreeRoots); err != nil {
+		t.Fatalf("gc with copied-up nodes: %v", err)
+	}
+	if p := fsckProblems(t, reopen(t, r)); p != "" {
+		t.Fatalf("fsck after gc:\n%s", p)
+	}
+}
