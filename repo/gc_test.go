@@ -256,6 +256,27 @@ func TestFsckDetectsDamage(t *testing.T) {
 		// whole content's hash tells.
 		{"chunk list reordered", target{"file", "files", "chunks", func(*Repo, objects.ID) objects.ID { return objects.Hash(big) }}, "swap"},
 		{"tree size field wrong", target{"tree", "trees", "size", func(r *Repo, c objects.ID) objects.ID { return wsTreeIDr(r, c) }}, "size"},
+		// Raw data is not decompressed: only the size check tells.
+		{"raw chunk size field wrong", target{"chunk", "chunks", "size", chunkOf("short raw chunk\n")}, "size"},
+		{"file size field wrong", target{"file", "files", "size", func(*Repo, objects.ID) objects.ID { return objects.Hash(big) }}, "size"},
+		{"subtree missing", target{"tree", "trees", "", func(r *Repo, c objects.ID) objects.ID {
+			cm, _ := r.LoadCommit(c)
+			e, _, _ := r.Lookup(cm.Tree, []string{"ws", "d"})
+			return e.ID
+		}}, "delete"},
+		// The branch moves to a child of the pushed commit, which is
+		// then missing.
+		{"parent missing", target{"commit", "commits", "", func(r *Repo, c objects.ID) objects.ID {
+			child := commitOnMain(r, c, nil)
+			r.DB.Exec(`UPDATE workspaces SET commit_id=?`, child[:]) // off c (a foreign key)
+			return c
+		}}, "delete"},
+		// A session's trace log, named only by its commit.
+		{"trace log missing", target{"commit", "chunks", "", func(r *Repo, c objects.ID) objects.ID {
+			trace := objects.Hash([]byte("a syscall log\n"))
+			commitOnMain(r, c, []byte("a syscall log\n"))
+			return trace
+		}}, "delete"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -292,7 +313,7 @@ func TestFsckDetectsDamage(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "size":
-				if _, err := r.DB.Exec(`UPDATE trees SET size=size+1 WHERE id=?`, id[:]); err != nil {
+				if _, err := r.DB.Exec(`UPDATE `+tc.table+` SET size=size+1 WHERE id=?`, id[:]); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -330,6 +351,39 @@ func TestFsckDetectsDamage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// commitOnMain moves main to a new commit on parent with its tree and,
+// when trace is not nil, that content stored as the session's trace log.
+func commitOnMain(r *Repo, parent objects.ID, trace []byte) objects.ID {
+	tx, err := r.Begin()
+	if err != nil {
+		panic(err)
+	}
+	defer tx.Rollback()
+	p, err := tx.LoadCommit(parent)
+	if err != nil {
+		panic(err)
+	}
+	c := &objects.Commit{Tree: p.Tree, Parents: []objects.ID{parent}, Time: 99, Message: "child"}
+	if trace != nil {
+		id, _, err := tx.PutFile(bytes.NewReader(trace))
+		if err != nil {
+			panic(err)
+		}
+		c.Session = &objects.Session{Mode: "run", TraceID: &id}
+	}
+	id, err := tx.PutCommit(c)
+	if err != nil {
+		panic(err)
+	}
+	if err := tx.SetBranch("main", id); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
+	return id
 }
 
 func wsTreeIDr(r *Repo, commit objects.ID) objects.ID {
