@@ -243,9 +243,10 @@ func (tx *Tx) checkNoLiveWorktree(branch string) error {
 		if ProcessAlive(w.Pid, w.PidStart) {
 			return fmt.Errorf("%w: branch %s is in use by worktree #%d (pid %d), whose commit at its end would find the branch moved; push to another branch with -b NAME, or after the session ends", ErrBranchInUse, branch, w.ID, w.Pid)
 		}
-		if w.State == StateInterrupted {
-			return fmt.Errorf("%w: branch %s holds interrupted worktree #%d (an art %s that ended without recording its changes), which a push would leave behind; record it first with 'art commit --worktree %d' (should that fail, 'art run' or 'art mount' on %s continues the worktree, to remove what is in the way), or push to another branch with -b NAME", ErrBranchInUse, branch, w.ID, w.Kind, w.ID, branch)
-		}
+		// Its owner is gone: interrupted, whatever the row says (a
+		// killed art leaves it "live" until a command's stale cleanup
+		// marks it, which may not have run yet).
+		return fmt.Errorf("%w: branch %s holds interrupted worktree #%d (an art %s that ended without recording its changes), which a push would leave behind; record it first with 'art commit --worktree %d' (should that fail, 'art run' or 'art mount' on %s continues the worktree, to remove what is in the way), or push to another branch with -b NAME", ErrBranchInUse, branch, w.ID, w.Kind, w.ID, branch)
 	}
 	return nil
 }

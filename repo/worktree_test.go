@@ -296,11 +296,15 @@ func TestPushRefusedByTheBranchsWorktree(t *testing.T) {
 		name    string
 		kind    string
 		release bool // the owner died: interrupted
+		killed  bool // the owner died and nothing marked the row since
 		want    string
 	}{
-		{"live mount", "mount", false, "is in use by worktree #"},
-		{"interrupted mount", "mount", true, "holds interrupted worktree #1 (an art mount that ended without recording its changes), which a push would leave behind; record it first with 'art commit --worktree 1' (should that fail, 'art run' or 'art mount' on main continues the worktree, to remove what is in the way), or push to another branch with -b NAME"},
-		{"read-only view", KindView, false, ""},
+		{"live mount", "mount", false, false, "is in use by worktree #"},
+		{"interrupted mount", "mount", true, false, "holds interrupted worktree #1 (an art mount that ended without recording its changes), which a push would leave behind; record it first with 'art commit --worktree 1' (should that fail, 'art run' or 'art mount' on main continues the worktree, to remove what is in the way), or push to another branch with -b NAME"},
+		// A killed art leaves its row "live": the stale cleanup that
+		// marks it may not have run (or the kill came after it).
+		{"mount killed, row not yet marked", "mount", false, true, "holds interrupted worktree #1 (an art mount that ended without recording its changes)"},
+		{"read-only view", KindView, false, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newTestRepo(t)
@@ -321,6 +325,9 @@ func TestPushRefusedByTheBranchsWorktree(t *testing.T) {
 				if err := r.ReleaseWorktree(w); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if tc.killed {
+				orphan(t, r, w)
 			}
 			writeFiles(t, ws, map[string]string{"a": "host\n"})
 			var reported []string
