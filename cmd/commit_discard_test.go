@@ -83,3 +83,71 @@ func TestCommitOfAnEmptyWorktreeWhoseRemovalFails(t *testing.T) {
 		t.Errorf("art commit --worktree 1 after the cause is gone: exit %d\n%s", code, &stderr)
 	}
 }
+
+// Every session is a commit: an interrupted art run that changed nothing
+// is recorded all the same (an empty commit saying how it ended), where
+// an interrupted mount with nothing in it is only removed.
+func TestRecoveryOfAnEmptyInterruptedWorktree(t *testing.T) {
+	for _, tc := range []struct {
+		kind        string
+		wantCommits int // new commits
+	}{
+		{"run", 1},
+		{"mount", 0},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "art.db")
+			r, err := repo.Init(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ws := filepath.Join(t.TempDir(), "ws")
+			if err := os.Mkdir(ws, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Push(context.Background(), repo.PushOptions{Dir: ws}); err != nil {
+				t.Fatal(err)
+			}
+			session := ""
+			if tc.kind == "run" {
+				session = `{"mode":"run","argv":["agent"],"start":5}`
+			}
+			wt, _, err := r.CreateWorktree("main", tc.kind, "", session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.ReleaseWorktree(wt); err != nil { // as a killed art leaves it
+				t.Fatal(err)
+			}
+			var before int
+			r.DB.QueryRow(`SELECT count(*) FROM commits`).Scan(&before)
+			r.Close()
+			var stdout, stderr bytes.Buffer
+			Main([]string{"commit", "-d", db}, strings.NewReader(""), &stdout, &stderr)
+			r, err = repo.Open(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var after, left int
+			r.DB.QueryRow(`SELECT count(*) FROM commits`).Scan(&after)
+			r.DB.QueryRow(`SELECT count(*) FROM worktrees`).Scan(&left)
+			if after-before != tc.wantCommits || left != 0 {
+				t.Fatalf("%d new commit(s), %d worktree(s) left; want %d and none\n%s%s", after-before, left, tc.wantCommits, &stdout, &stderr)
+			}
+			if tc.wantCommits > 0 {
+				h, err := r.Head()
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := r.LoadCommit(h.Commit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Session == nil || c.Session.Status != "interrupted" || c.Session.Mode != "run" {
+					t.Errorf("recorded session %+v, want an interrupted run", c.Session)
+				}
+			}
+		})
+	}
+}
