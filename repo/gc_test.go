@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -1147,4 +1148,35 @@ func TestGCWithCopiedUpNodes(t *testing.T) {
 	if p := fsckProblems(t, reopen(t, r)); p != "" {
 		t.Fatalf("fsck after gc:\n%s", p)
 	}
+}
+
+// A worktree's base commit, damaged, is a problem fsck names on the
+// worktree: its pending work can be committed on no base.
+func TestFsckChecksWorktreeBase(t *testing.T) {
+	r := newTestRepo(t)
+	ws := newWorkspace(t, "ws")
+	writeFiles(t, ws, map[string]string{"a": "a\n"})
+	base := push(t, r, ws, "").Commit
+	w, _, err := r.CreateWorktree("main", "mount", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data []byte
+	if err := r.DB.QueryRow(`SELECT data FROM commits WHERE id=?`, base[:]).Scan(&data); err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x5a
+	if _, err := r.DB.Exec(`UPDATE commits SET data=? WHERE id=?`, data, base[:]); err != nil {
+		t.Fatal(err)
+	}
+	res, err := reopen(t, r).Fsck(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range res.Problems {
+		if p.Kind == "worktree" && p.ID == strconv.FormatInt(w.ID, 10) && strings.Contains(p.Msg, "base commit") {
+			return
+		}
+	}
+	t.Fatalf("fsck did not name worktree #%d's base; problems: %v", w.ID, res.Problems)
 }
