@@ -623,6 +623,45 @@ func TestCleanupStaleRightAfterDeath(t *testing.T) {
 	}
 }
 
+// TestCleanupStaleThroughOwnLink: regression. A mount made through the
+// caller's own symbolic link records the link's path; CleanupStale looked
+// that path up in the mount table as given, never found the dead mount
+// (the table names the directory the link leads to), and so left it in
+// place after every later command.
+func TestCleanupStaleThroughOwnLink(t *testing.T) {
+	c := newCLIRepo(t)
+	mnt := filepath.Join(c.tmp, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(c.tmp, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, link, target string }{
+		{"relative", filepath.Join(c.tmp, "sub", "rel"), "../mnt"},
+		{"absolute", filepath.Join(c.tmp, "abs"), mnt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.Symlink(tc.target, tc.link); err != nil {
+				t.Fatal(err)
+			}
+			p := c.startMountArgs(tc.link, "--ro", "-b", "main")
+			if done, err := CleanupStale(tc.link); done || err != nil {
+				t.Fatalf("CleanupStale of a live mount: %v %v", done, err)
+			}
+			p.kill9(t)
+			done, err := CleanupStale(tc.link)
+			if err != nil || !done {
+				t.Errorf("CleanupStale(%s) of a dead mount: %v %v", tc.link, done, err)
+			}
+			if mounted, _ := IsMountpoint(mnt); mounted {
+				syscall.Unmount(mnt, syscall.MNT_DETACH)
+				t.Fatal("dead mount still there")
+			}
+		})
+	}
+}
+
 // TestDeadServerErrnos: the answers that name a dead server, wrapped or
 // not, and ones that do not. ECANCELED is what a request gets while an
 // io_uring connection whose server died is torn down (CI saw statfs

@@ -179,10 +179,6 @@ func CleanupStale(dir string) (bool, error) {
 	if dir == "" {
 		return false, nil
 	}
-	mounted, err := IsMountpoint(dir)
-	if err != nil || !mounted {
-		return false, err
-	}
 	// statfs always asks the server (stat may be answered from the
 	// kernel's attribute cache for a while after the server died), so
 	// ENOTCONN reliably means nobody serves the mount any more.
@@ -200,11 +196,24 @@ func CleanupStale(dir string) (bool, error) {
 	if err != nil {
 		return false, nil // gone, or no directory: nothing of art's is mounted there
 	}
+	// The mount table names the directory the path resolved to, not
+	// the path as given: an art mount through root's (or the caller's)
+	// own link records the link, and compared as given, its dead mount
+	// was never found, so it outlived every later command.
+	real, err := fdRealPath(fd)
+	if err != nil {
+		unix.Close(fd)
+		return false, nil
+	}
+	mounted, err := IsMountpoint(real)
+	if err != nil || !mounted {
+		unix.Close(fd)
+		return false, err
+	}
 	var st unix.Statfs_t
 	err = unix.Fstatfs(fd, &st)
-	real, rerr := fdRealPath(fd)
 	unix.Close(fd)
-	if !deadServer(err) || rerr != nil {
+	if !deadServer(err) {
 		return false, nil
 	}
 	if err := unmountReal(real, unix.MNT_DETACH); err != nil {
@@ -212,7 +221,7 @@ func CleanupStale(dir string) (bool, error) {
 			// fusermount3 would unmount by path again.
 			return false, fmt.Errorf("unmount stale %s: %w", dir, err)
 		}
-		if out, ferr := exec.Command("fusermount3", "-uz", dir).CombinedOutput(); ferr != nil {
+		if out, ferr := exec.Command("fusermount3", "-uz", real).CombinedOutput(); ferr != nil {
 			return false, fmt.Errorf("unmount stale %s: %v (%s)", dir, err, strings.TrimSpace(string(out)))
 		}
 	}
