@@ -24,9 +24,16 @@ func CheckMountpoint(dir string) (string, error) {
 	}
 	// As root, no other user's symbolic link on the way (see
 	// openTrusted; the mount itself goes by descriptor).
+	// The mount table names the directory a link leads to: looked up
+	// as given, a link's path was never "already a mount point", and an
+	// empty mount there (a tmpfs) was mounted over.
+	real := abs
 	if fd, err := openTrusted(abs); errors.Is(err, owner.ErrForeignLink) {
 		return "", err
 	} else if err == nil {
+		if p, err := fdRealPath(fd); err == nil {
+			real = p
+		}
 		unix.Close(fd)
 	}
 	dead := func(err error) error {
@@ -42,12 +49,12 @@ func CheckMountpoint(dir string) (string, error) {
 	if !st.IsDir() {
 		return "", fmt.Errorf("mount point %s: not a directory", abs)
 	}
-	if mounted, _ := IsMountpoint(abs); mounted {
+	if mounted, _ := IsMountpoint(real); mounted {
 		var sfs syscall.Statfs_t
 		if err := syscall.Statfs(abs, &sfs); deadServer(err) {
 			return "", dead(err)
 		}
-		return "", fmt.Errorf("mount point %s: %s", abs, mountedAdvice(abs))
+		return "", fmt.Errorf("mount point %s: %s", abs, mountedAdvice(real))
 	}
 	f, err := os.Open(abs)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -149,6 +150,41 @@ func TestUnmountNotThroughForeignLink(t *testing.T) {
 			if mounted, _ := IsMountpoint(victim); !mounted {
 				t.Fatalf("%s(%s) unmounted %s, where another user's link led", name, mp, victim)
 			}
+		}
+	}
+}
+
+// TestCheckMountpointThroughOwnLink: regression. CheckMountpoint looked a
+// mount point given through the caller's own link up in the mount table
+// as given, which names the directory the link leads to: an empty mount
+// there passed as a free mount point, and art mounted over it.
+func TestCheckMountpointThroughOwnLink(t *testing.T) {
+	requireRoot(t)
+	tmp := t.TempDir()
+	real := filepath.Join(tmp, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("artcheck", real, "tmpfs", 0, "size=64k"); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	defer unix.Unmount(real, unix.MNT_DETACH)
+	if err := os.Mkdir(filepath.Join(tmp, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, link string }{
+		{path: real},
+		{path: filepath.Join(tmp, "abs"), link: real},
+		{path: filepath.Join(tmp, "sub", "rel"), link: "../real"},
+	} {
+		if tc.link != "" {
+			if err := os.Symlink(tc.link, tc.path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := CheckMountpoint(tc.path)
+		if err == nil || !strings.Contains(err.Error(), "already a mount point") {
+			t.Errorf("CheckMountpoint(%s) of a mounted directory = %v, want 'already a mount point'", tc.path, err)
 		}
 	}
 }
