@@ -112,51 +112,15 @@ func CheckWorkspaceDir(dir string) (string, error) {
 	if !st.IsDir() {
 		return "", fmt.Errorf("workspace %s: not a directory (pass a directory with -m)", abs)
 	}
-	if link, uid, ok := foreignLinkOnPath(abs); ok {
-		return "", fmt.Errorf("workspace %s: %s is a symbolic link of uid %d, another user, who can have it lead to any directory of that name (root's push then stored it, and run showed it to the agent); use the real path", abs, link, uid)
+	// As root, no other user's link on the way: they can have it lead to
+	// any directory of that name (root's push then stored it, and run
+	// showed it to the agent). The scan opens the workspace the same way.
+	if fd, err := owner.OpenDir(abs); errors.Is(err, owner.ErrForeignLink) {
+		return "", fmt.Errorf("workspace %s: %w", abs, err)
+	} else if err == nil {
+		unix.Close(fd)
 	}
 	return abs, nil
-}
-
-// foreignLinkOnPath finds, when art runs as root, a symbolic link on the
-// way to abs that another user owns (see foreignOwner): a directory of
-// theirs above a workspace (a shared one), replaced by their link, had
-// root's push read whatever directory of the workspace's name it led to.
-func foreignLinkOnPath(abs string) (string, uint32, bool) {
-	if os.Geteuid() != 0 {
-		return "", 0, false
-	}
-	todo := strings.Split(strings.Trim(filepath.Clean(abs), "/"), "/")
-	cur, links := "/", 0
-	for len(todo) > 0 {
-		c := todo[0]
-		todo = todo[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, c)
-		fi, err := os.Lstat(next)
-		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
-			cur = next
-			continue
-		}
-		if uid, ok := foreignOwner(fi); ok {
-			return next, uid, true
-		}
-		target, err := os.Readlink(next)
-		if links++; err != nil || links > 40 {
-			return "", 0, false // the stat above followed it: it resolves
-		}
-		if filepath.IsAbs(target) {
-			cur = "/"
-		}
-		todo = append(strings.Split(strings.Trim(filepath.Clean(target), "/"), "/"), todo...)
-	}
-	return "", 0, false
 }
 
 // errChanged is a host file replaced between the scan and its read.
