@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/artproject/art/internal/owner"
+	"github.com/artproject/art/internal/testenv"
 	"github.com/artproject/art/overlay"
 	"github.com/artproject/art/repo"
 )
@@ -29,17 +30,6 @@ func requireRoot(t *testing.T) {
 	}
 }
 
-// symlinkOwned makes link -> target owned by uid.
-func symlinkOwned(t *testing.T, target, link string, uid int) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Lchown(link, uid, uid); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestMountNotThroughForeignLink is the end of the race in which another
 // user swaps the empty directory root's art checked for a link of theirs
 // (RENAME_EXCHANGE in a loop): the mount must not land where the link
@@ -54,15 +44,15 @@ func TestMountNotThroughForeignLink(t *testing.T) {
 			refuse bool
 		}{
 			{"foreign mount point", func(share, victim string) string {
-				symlinkOwned(t, victim, filepath.Join(share, "mnt"), foreignUID)
+				testenv.SymlinkOwned(t, victim, filepath.Join(share, "mnt"), foreignUID)
 				return filepath.Join(share, "mnt")
 			}, true},
 			{"foreign ancestor", func(share, victim string) string {
-				symlinkOwned(t, filepath.Dir(victim), filepath.Join(share, "d"), foreignUID)
+				testenv.SymlinkOwned(t, filepath.Dir(victim), filepath.Join(share, "d"), foreignUID)
 				return filepath.Join(share, "d", filepath.Base(victim))
 			}, true},
 			{"root's own link", func(share, victim string) string {
-				symlinkOwned(t, victim, filepath.Join(share, "mnt"), 0)
+				testenv.SymlinkOwned(t, victim, filepath.Join(share, "mnt"), 0)
 				return filepath.Join(share, "mnt")
 			}, false},
 		} {
@@ -138,8 +128,8 @@ func TestUnmountNotThroughForeignLink(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs: %v", err)
 	}
 	defer unix.Unmount(victim, unix.MNT_DETACH)
-	symlinkOwned(t, filepath.Dir(victim), filepath.Join(share, "d"), foreignUID)
-	symlinkOwned(t, victim, filepath.Join(share, "mnt"), foreignUID)
+	testenv.SymlinkOwned(t, filepath.Dir(victim), filepath.Join(share, "d"), foreignUID)
+	testenv.SymlinkOwned(t, victim, filepath.Join(share, "mnt"), foreignUID)
 	for _, mp := range []string{filepath.Join(share, "d", "mnt"), filepath.Join(share, "mnt")} {
 		for name, unmount := range map[string]func(){
 			"Abort":        func() { Abort(mp) },

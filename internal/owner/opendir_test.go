@@ -8,22 +8,13 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/artproject/art/internal/testenv"
 )
 
 // foreignUID owns the links "another local user" made in these tests;
 // no account needs to exist for it.
 const foreignUID = 4242
-
-// symlinkOwned makes link -> target owned by uid.
-func symlinkOwned(t *testing.T, target, link string, uid int) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Lchown(link, uid, uid); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func TestOpenDir(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -34,12 +25,12 @@ func TestOpenDir(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(real, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	symlinkOwned(t, real, filepath.Join(tmp, "rootabs"), 0)
-	symlinkOwned(t, "real/sub", filepath.Join(tmp, "rootrel"), 0)
-	symlinkOwned(t, "rootabs", filepath.Join(tmp, "chain"), 0)
-	symlinkOwned(t, real, filepath.Join(tmp, "foreign"), foreignUID)
-	symlinkOwned(t, "../foreign", filepath.Join(real, "up"), 0) // a trusted link leading to a foreign one
-	symlinkOwned(t, "loop", filepath.Join(tmp, "loop"), 0)
+	testenv.SymlinkOwned(t, real, filepath.Join(tmp, "rootabs"), 0)
+	testenv.SymlinkOwned(t, "real/sub", filepath.Join(tmp, "rootrel"), 0)
+	testenv.SymlinkOwned(t, "rootabs", filepath.Join(tmp, "chain"), 0)
+	testenv.SymlinkOwned(t, real, filepath.Join(tmp, "foreign"), foreignUID)
+	testenv.SymlinkOwned(t, "../foreign", filepath.Join(real, "up"), 0) // a trusted link leading to a foreign one
+	testenv.SymlinkOwned(t, "loop", filepath.Join(tmp, "loop"), 0)
 	if err := os.WriteFile(filepath.Join(tmp, "file"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
