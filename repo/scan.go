@@ -482,7 +482,12 @@ func isPullTemp(name string) (int, bool) {
 // its blocking mode back and forth, five calls per directory that cost a
 // push of an 11k-file tree several milliseconds.
 func readDir(abs string) (int, []string, error) {
-	fd, err := openPath(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	return listOpened(openPath(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0))
+}
+
+// listOpened lists directory fd, just opened (with err), and returns it
+// open, or closed with the error.
+func listOpened(fd int, err error) (int, []string, error) {
 	if err != nil {
 		return -1, nil, err
 	}
@@ -542,15 +547,7 @@ func (s *scanner) readDirBeneath(rel, abs string) (int, []string, error) {
 		// Its parent's scan saw a directory there.
 		return -1, nil, errChanged
 	}
-	if err != nil {
-		return -1, nil, err
-	}
-	names, err := readNames(fd)
-	if err != nil {
-		unix.Close(fd)
-		return -1, nil, err
-	}
-	return fd, names, nil
+	return listOpened(fd, err)
 }
 
 func fstatat(dfd int, name string, st *syscall.Stat_t) error {
