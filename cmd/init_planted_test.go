@@ -14,7 +14,7 @@ import (
 // replace the repository or plant its -wal).
 func TestInitRefusesPlantedArt(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give files to another user")
+		t.Skip("skipping: needs root, to give files to another user")
 	}
 	for _, tc := range []struct {
 		name  string

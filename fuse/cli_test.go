@@ -570,7 +570,7 @@ func TestMountBadInput(t *testing.T) {
 	// /dev/fuse missing: in a private mount namespace with an empty /dev.
 	t.Run("no /dev/fuse", func(t *testing.T) {
 		if _, err := exec.LookPath("unshare"); err != nil || os.Geteuid() != 0 {
-			t.Skip("needs root and unshare to hide /dev/fuse")
+			t.Skip("skipping: needs root and unshare to hide /dev/fuse")
 		}
 		before := c.state()
 		script := `mount -t tmpfs none /dev && exec "$0" "$@"`

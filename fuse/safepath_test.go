@@ -26,7 +26,7 @@ const foreignUID = 4242
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: the links of another user are what root must not follow")
+		t.Skip("skipping: needs root: the links of another user are what root must not follow")
 	}
 }
 
@@ -125,7 +125,7 @@ func TestUnmountNotThroughForeignLink(t *testing.T) {
 		}
 	}
 	if err := unix.Mount("artvictim", victim, "tmpfs", 0, "size=64k"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
+		t.Skipf("skipping: cannot mount a tmpfs (%v); the test needs one as the host mount art must not touch", err)
 	}
 	defer unix.Unmount(victim, unix.MNT_DETACH)
 	testenv.SymlinkOwned(t, filepath.Dir(victim), filepath.Join(share, "d"), foreignUID)
@@ -156,7 +156,7 @@ func TestCheckMountpointThroughOwnLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := unix.Mount("artcheck", real, "tmpfs", 0, "size=64k"); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v", err)
+		t.Skipf("skipping: cannot mount a tmpfs (%v); the test needs one as the host mount art must not touch", err)
 	}
 	defer unix.Unmount(real, unix.MNT_DETACH)
 	if err := os.Mkdir(filepath.Join(tmp, "sub"), 0o755); err != nil {

@@ -443,7 +443,7 @@ func TestShrinkWAL(t *testing.T) {
 // -d or ART_DB it is the caller's choice.
 func TestDiscoverRefusesAnotherUsersRepository(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give files to another user")
+		t.Skip("skipping: needs root, to give files to another user")
 	}
 	const other = 4242
 	for _, tc := range []struct {
@@ -501,7 +501,7 @@ func TestDiscoverRefusesAnotherUsersRepository(t *testing.T) {
 // is refused before anything is created.
 func TestCheckNewArtDir(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give files to another user")
+		t.Skip("skipping: needs root, to give files to another user")
 	}
 	const other = 4242
 	for _, tc := range []struct {

@@ -13,7 +13,7 @@ import (
 // links, and the sudo caller's, still lead where they lead.
 func TestCheckWorkspaceDirRefusesAnotherUsersLink(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give a link to another user")
+		t.Skip("skipping: needs root, to give a link to another user")
 	}
 	for _, tc := range []struct {
 		name    string

@@ -15,7 +15,7 @@ import (
 // called sudo, still lead where they lead.
 func TestResolveRefusesAnotherUsersLink(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root, to give a link to another user")
+		t.Skip("skipping: needs root, to give a link to another user")
 	}
 	tmp := t.TempDir()
 	ws := filepath.Join(tmp, "ws")
