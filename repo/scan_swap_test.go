@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/artproject/art/internal/owner"
+	"github.com/artproject/art/internal/testenv"
 	"github.com/artproject/art/objects"
 )
 
@@ -79,12 +80,7 @@ func TestWorkspaceNotOpenedThroughForeignLinkAfterCheck(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(private, "secret"), []byte("root only"), 0o600)
 	shared := filepath.Join(tmp, "shared")
-	if err := os.Symlink(filepath.Join(tmp, "private"), shared); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Lchown(shared, 4242, 4242); err != nil {
-		t.Fatal(err)
-	}
+	testenv.SymlinkOwned(t, filepath.Join(tmp, "private"), shared, 4242)
 	ws := filepath.Join(shared, "ws")
 	s, err := newScanner(nil, ws, nil)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/artproject/art/internal/testenv"
 )
 
 // As root, a workspace named through another user's link (their shared
@@ -33,12 +35,7 @@ func TestCheckWorkspaceDirRefusesAnotherUsersLink(t *testing.T) {
 				t.Fatal(err)
 			}
 			share := filepath.Join(tmp, "share")
-			if err := os.Symlink(filepath.Join(tmp, "private"), share); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Lchown(share, tc.owner, tc.owner); err != nil {
-				t.Fatal(err)
-			}
+			testenv.SymlinkOwned(t, filepath.Join(tmp, "private"), share, tc.owner)
 			got, err := CheckWorkspaceDir(filepath.Join(share, "ws"))
 			if tc.refused {
 				if err == nil || !strings.Contains(err.Error(), "uid 4242") {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/artproject/art/internal/testenv"
 )
 
 // As root, a link another user owns (their /tmp/art.log -> /etc/shadow,
@@ -35,12 +37,7 @@ func TestResolveRefusesAnotherUsersLink(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("SUDO_UID", tc.sudoUID)
 			link := filepath.Join(t.TempDir(), "art.log")
-			if err := os.Symlink(victim, link); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Lchown(link, tc.owner, tc.owner); err != nil {
-				t.Fatal(err)
-			}
+			testenv.SymlinkOwned(t, victim, link, tc.owner)
 			for _, p := range []string{link, filepath.Join(filepath.Dir(link), ".", "art.log")} {
 				got, err := ResolveAvoidingAgentLinks(p, ws, nil, true)
 				if tc.refused {
