@@ -155,6 +155,18 @@ func newWorktreeFS(t *testing.T) (*repo.Repo, *repo.Worktree, *FS) {
 // newWorktreeFSWith is newWorktreeFS with the overlay's options.
 func newWorktreeFSWith(t *testing.T, opts Options) (*repo.Repo, *repo.Worktree, *FS) {
 	t.Helper()
+	r, wt := newWorktree(t)
+	fs, err := Open(r, wt, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, wt, fs
+}
+
+// newWorktree makes a new repository with an empty first commit on main
+// and a mount worktree on it, not opened.
+func newWorktree(t *testing.T) (*repo.Repo, *repo.Worktree) {
+	t.Helper()
 	r, err := repo.Init(filepath.Join(t.TempDir(), "art.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -167,11 +179,7 @@ func newWorktreeFSWith(t *testing.T, opts Options) (*repo.Repo, *repo.Worktree, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := Open(r, wt, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r, wt, fs
+	return r, wt
 }
 
 // A file may not grow past the size of the repository's filesystem (a

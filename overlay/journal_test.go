@@ -2,12 +2,10 @@ package overlay
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/artproject/art/objects"
@@ -233,18 +231,7 @@ func TestReplayJournalTakesOnlyItsOwn(t *testing.T) {
 		}, []uint64{7}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := repo.Init(filepath.Join(t.TempDir(), "art.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			if _, err := r.Push(context.Background(), repo.PushOptions{Dir: t.TempDir()}); err != nil {
-				t.Fatal(err)
-			}
-			wt, _, err := r.CreateWorktree("main", "mount", "", "")
-			if err != nil {
-				t.Fatal(err)
-			}
+			r, wt := newWorktree(t)
 			path := JournalPath(r, wt)
 			if err := os.WriteFile(path, tc.journal(wt), 0o600); err != nil {
 				t.Fatal(err)
@@ -276,18 +263,7 @@ func TestReplayJournalTakesOnlyItsOwn(t *testing.T) {
 // left behind the new header, old frames would be replayed again after
 // newer ones at the next crash.
 func TestOpenJournalStartsEmpty(t *testing.T) {
-	r, err := repo.Init(filepath.Join(t.TempDir(), "art.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if _, err := r.Push(context.Background(), repo.PushOptions{Dir: t.TempDir()}); err != nil {
-		t.Fatal(err)
-	}
-	wt, _, err := r.CreateWorktree("main", "mount", "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, wt := newWorktree(t)
 	payload := encodeRecord(&record{inodes: []inodeRow{{ino: 7, typ: objects.TypeFile, mode: 0o644, nlink: 1}}})
 	b := journalHeader(wt)
 	b = binary.LittleEndian.AppendUint32(b, frameMagic)
