@@ -93,7 +93,10 @@ subtrees are skipped by id without being read.`,
 			}
 			// A path in neither commit matches nothing: said, as git
 			// does, since silence reads as "no change".
-			prefix := workspacePrefix(r, g.defaultWorkspace(c, dir))
+			var prefix string
+			if len(paths) > 0 { // a lookup in the repository: not for every diff
+				prefix = workspacePrefix(r, g.defaultWorkspace(c, dir))
+			}
 			for _, p := range paths {
 				if err := warnPathNowhere(g, r, p, prefix, fromTree, toTree); err != nil {
 					return err
