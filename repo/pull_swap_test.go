@@ -3,6 +3,7 @@ package repo
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -14,10 +15,11 @@ import (
 func TestPullNotThroughSwappedAncestor(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		victimHas bool // the victim already holds a directory of the workspace's name
+		victimHas bool   // the victim already holds a directory of the workspace's name
+		want      string // the refusal says why
 	}{
-		{"victim holds ws", true},
-		{"victim lacks ws", false},
+		{"victim holds ws", true, "replaced by a symbolic link since the pull began"},
+		{"victim lacks ws", false, "replaced by a symbolic link since the pull began"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newTestRepo(t)
@@ -46,8 +48,8 @@ func TestPullNotThroughSwappedAncestor(t *testing.T) {
 					t.Fatal(err)
 				}
 			}})
-			if err == nil {
-				t.Errorf("pull through a swapped ancestor succeeded")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("pull through a swapped ancestor: %v; want a refusal saying %q", err, tc.want)
 			}
 			filepath.Walk(victim, func(p string, info os.FileInfo, err error) error {
 				if err == nil && !info.IsDir() {
@@ -56,5 +58,43 @@ func TestPullNotThroughSwappedAncestor(t *testing.T) {
 				return nil
 			})
 		})
+	}
+}
+
+// mkdirAllNoSymlinks makes what is missing and goes through no link: the
+// race it closes (a parent swapped after CheckPullTarget) has no hook, so
+// it is tested on its own.
+func TestMkdirAllNoSymlinks(t *testing.T) {
+	tmp := t.TempDir()
+	if err := os.Mkdir(filepath.Join(tmp, "real"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(tmp, "real"), filepath.Join(tmp, "link")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(tmp, "file"), nil, 0o644)
+	for _, tc := range []struct {
+		rel     string
+		refused bool
+	}{
+		{"new/a/b", false},
+		{"real", false},
+		{"link/ws", true},
+		{"link", true},
+		{"file/ws", true},
+	} {
+		err := mkdirAllNoSymlinks(filepath.Join(tmp, tc.rel))
+		if tc.refused {
+			if err == nil || !strings.Contains(err.Error(), "symbolic link or not a directory") {
+				t.Errorf("%s: %v; want a refusal", tc.rel, err)
+			}
+			continue
+		}
+		if st, serr := os.Lstat(filepath.Join(tmp, tc.rel)); err != nil || serr != nil || !st.IsDir() {
+			t.Errorf("%s: %v (%v); want the directory made", tc.rel, err, serr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "real", "ws")); err == nil {
+		t.Errorf("made real/ws through the link")
 	}
 }
