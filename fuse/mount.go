@@ -10,9 +10,9 @@ import (
 	"syscall"
 
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
 
 	"github.com/artproject/art/internal/owner"
-	"golang.org/x/sys/unix"
 )
 
 // CheckMountpoint refuses mount points that are missing, not directories,
@@ -23,10 +23,10 @@ func CheckMountpoint(dir string) (string, error) {
 		return "", err
 	}
 	// As root, no other user's symbolic link on the way (see
-	// openTrusted; the mount itself goes by descriptor).
-	// The mount table names the directory a link leads to: looked up
-	// as given, a link's path was never "already a mount point", and an
-	// empty mount there (a tmpfs) was mounted over.
+	// openTrusted; the mount itself goes by descriptor). The mount table
+	// names the directory a link leads to: looked up as given, a link's
+	// path was never "already a mount point", and an empty mount there
+	// (a tmpfs) was mounted over.
 	real := abs
 	if fd, err := openTrusted(abs); errors.Is(err, owner.ErrForeignLink) {
 		return "", err
