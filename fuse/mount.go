@@ -23,12 +23,12 @@ func CheckMountpoint(dir string) (string, error) {
 		return "", err
 	}
 	// As root, no other user's symbolic link on the way (see
-	// openTrusted; the mount itself goes by descriptor). The mount table
+	// owner.OpenDir; the mount itself goes by descriptor). The mount table
 	// names the directory a link leads to: looked up as given, a link's
 	// path was never "already a mount point", and an empty mount there
 	// (a tmpfs) was mounted over.
 	real := abs
-	if fd, err := openTrusted(abs); errors.Is(err, owner.ErrForeignLink) {
+	if fd, err := owner.OpenDir(abs); errors.Is(err, owner.ErrForeignLink) {
 		return "", err
 	} else if err == nil {
 		if p, err := fdRealPath(fd); err == nil {
@@ -191,12 +191,12 @@ func CleanupStale(dir string) (bool, error) {
 	// ENOTCONN reliably means nobody serves the mount any more.
 	//
 	// The mount point is found without another user's link on the way
-	// (openTrusted), checked on its descriptor, and unmounted by the
+	// (owner.OpenDir), checked on its descriptor, and unmounted by the
 	// path that resolved to (unmountReal): by the path given, a local
 	// user who may rename a directory on the way had root detach
 	// whatever their link then led to (the dead mount's statfs passed,
 	// and the unmount went to another mount of the host).
-	fd, err := openTrusted(dir)
+	fd, err := owner.OpenDir(dir)
 	if errors.Is(err, owner.ErrForeignLink) {
 		return false, fmt.Errorf("stale mount %s not removed: %w", dir, err)
 	}

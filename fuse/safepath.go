@@ -6,26 +6,21 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/artproject/art/internal/owner"
 	"golang.org/x/sys/unix"
-)
 
-// openTrusted opens directory path with O_PATH, following no other
-// user's symbolic link (owner.OpenDir): the descriptor then names the
-// directory art checked, whatever is renamed afterwards, and mount(2) and
-// umount2(2) through /proc/self/fd/N act on it and nothing else.
-func openTrusted(path string) (int, error) { return owner.OpenDir(path) }
+	"github.com/artproject/art/internal/owner"
+)
 
 // fdPath names the file descriptor fd refers to, for the system calls
 // that take a path only (mount(2), umount2(2)): they follow the magic
 // link to exactly that file.
 func fdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
-// unmountTrusted is umount2(dir, flags) on the mount point openTrusted
+// unmountTrusted is umount2(dir, flags) on the mount point owner.OpenDir
 // finds at dir: never through another user's link, which could have led
 // root's unmount to any mount point of the host.
 func unmountTrusted(dir string, flags int) error {
-	fd, err := openTrusted(dir)
+	fd, err := owner.OpenDir(dir)
 	if err != nil {
 		return err
 	}
@@ -49,7 +44,7 @@ func fdRealPath(fd int) (string, error) {
 	return real, nil
 }
 
-// unmountReal unmounts real, a path openTrusted resolved, through the
+// unmountReal unmounts real, a path owner.OpenDir resolved, through the
 // directory around it (opened again the same way, and held) and its last
 // name, not followed if a link: a name on which something is mounted
 // cannot be renamed, so the unmount reaches that mount or none.
@@ -58,7 +53,7 @@ func unmountReal(real string, flags int) error {
 	if name == "/" || name == "." || name == ".." {
 		return &os.PathError{Op: "unmount", Path: real, Err: unix.EINVAL}
 	}
-	parent, err := openTrusted(filepath.Dir(real))
+	parent, err := owner.OpenDir(filepath.Dir(real))
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 
+	"github.com/artproject/art/internal/owner"
 	"github.com/artproject/art/overlay"
 )
 
@@ -739,12 +740,12 @@ func (e *mountPointError) Unwrap() error { return e.err }
 // mountDirect mounts a FUSE filesystem at dir with mount(2), as go-fuse's
 // direct mount does, and returns the connection's descriptor.
 //
-// The mount point is opened first (openTrusted: no other user's symbolic
+// The mount point is opened first (owner.OpenDir: no other user's symbolic
 // link on the way) and mounted through its descriptor: by its path, a
 // directory another user could rename had root mount over what their
 // link put there instead (/etc), after every check passed.
 func mountDirect(dir string, o *gofuse.MountOptions) (int, error) {
-	dfd, err := openTrusted(dir)
+	dfd, err := owner.OpenDir(dir)
 	if err != nil {
 		return -1, &mountPointError{dir, err}
 	}
